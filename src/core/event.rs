@@ -1,0 +1,79 @@
+//! The plain event view the algorithms work on.
+
+/// An interned string (an invocation id or a function-call id). Equal strings
+/// get equal symbols within one extraction; only non-empty strings are
+/// interned, because google-adk treats empty ids as absent everywhere.
+pub type Sym = u32;
+
+/// A half-open span `[start, start + len)` into an id arena shared by a batch
+/// of views (function-call ids, function-response ids).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Span {
+    /// First position in the arena.
+    pub start: u32,
+    /// Number of ids.
+    pub len: u32,
+}
+
+impl Span {
+    /// The ids this span names in `arena`.
+    #[inline]
+    pub fn of<'a>(&self, arena: &'a [Sym]) -> &'a [Sym] {
+        &arena[self.start as usize..(self.start + self.len) as usize]
+    }
+}
+
+/// `actions.compaction` of an event, as far as the algorithms look at it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CompactionView {
+    /// `start_timestamp`; `None` when the Python value is `None`. May be NaN.
+    pub start: Option<f64>,
+    /// `end_timestamp`; `None` when the Python value is `None`. May be NaN.
+    pub end: Option<f64>,
+    /// Whether `compacted_content` is not `None`.
+    pub has_content: bool,
+}
+
+impl CompactionView {
+    /// Both bounds and the content are present: the compaction can cover events.
+    #[inline]
+    pub fn bounds(&self) -> Option<(f64, f64)> {
+        match (self.start, self.end, self.has_content) {
+            (Some(s), Some(e), true) => Some((s, e)),
+            _ => None,
+        }
+    }
+}
+
+/// The fields of one `Event` that compaction decisions read. Fields an
+/// operation does not need are left at their defaults by the extractor.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct EventView {
+    /// Object identity of the Python event (google-adk matches some events by
+    /// `id(event)`, not by value, so the same object twice is one identity).
+    pub ident: u64,
+    /// `timestamp`.
+    pub timestamp: f64,
+    /// Non-empty `invocation_id`.
+    pub invocation: Option<Sym>,
+    /// Non-empty `actions.rewind_before_invocation_id`.
+    pub rewind_before: Option<Sym>,
+    /// `actions.compaction`, when set.
+    pub compaction: Option<CompactionView>,
+    /// Non-empty ids of the function calls in `content.parts`, in order.
+    pub calls: Span,
+    /// Non-empty ids of the function responses in `content.parts`, in order.
+    pub responses: Span,
+    /// Whether any part carries a function response (with or without id).
+    pub has_responses: bool,
+}
+
+impl EventView {
+    /// A view with only a timestamp set; handy in tests and benches.
+    pub fn at(timestamp: f64) -> Self {
+        EventView {
+            timestamp,
+            ..Default::default()
+        }
+    }
+}

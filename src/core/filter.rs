@@ -1,0 +1,174 @@
+//! Prompt filtering (`_process_compaction_events`): which events a prompt
+//! keeps once compaction summaries replace the raw events they cover.
+
+use super::error::CoreError;
+use super::event::EventView;
+use super::ranges::{cmp_f64, compaction_ranges};
+
+/// One element of the filtered history.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Item {
+    /// The raw event at this index, kept as is.
+    Raw(usize),
+    /// The summary materialized from the compaction event at this index.
+    Summary(usize),
+}
+
+/// Union of the surviving ranges, for "is this timestamp covered" lookups.
+#[derive(Debug, Default)]
+pub struct Coverage {
+    starts: Vec<f64>,
+    ends: Vec<f64>,
+}
+
+impl Coverage {
+    /// Merges `[start, end]` ranges; empty, inverted and NaN ranges cover
+    /// nothing (they fail `start <= end`).
+    pub fn new(ranges: impl IntoIterator<Item = (f64, f64)>) -> Self {
+        let mut sorted: Vec<(f64, f64)> = ranges.into_iter().filter(|(s, e)| s <= e).collect();
+        sorted.sort_unstable_by(|a, b| cmp_f64(a.0, b.0).then(cmp_f64(a.1, b.1)));
+        let mut cov = Coverage::default();
+        for (start, end) in sorted {
+            match cov.ends.last_mut() {
+                Some(last) if start <= *last => {
+                    if end > *last {
+                        *last = end;
+                    }
+                }
+                _ => {
+                    cov.starts.push(start);
+                    cov.ends.push(end);
+                }
+            }
+        }
+        cov
+    }
+
+    /// Whether `ts` lies in a merged range (inclusive at both ends). NaN is
+    /// never covered, as with `bisect_right` and `<=` in Python.
+    #[inline]
+    pub fn covers(&self, ts: f64) -> bool {
+        // bisect_right: the first start strictly greater than ts.
+        let pos = self.starts.partition_point(|&s| !(ts < s));
+        pos > 0 && ts <= self.ends[pos - 1]
+    }
+}
+
+/// The filtered history in prompt order.
+///
+/// Compaction events never appear raw: each surviving one becomes a summary
+/// placed at its end timestamp; raw events inside any surviving range are
+/// left out; everything is ordered by (timestamp, event index).
+///
+/// Fails with [`CoreError::UnorderedTimestamp`] when a NaN would be a sort
+/// key, where only CPython's own sort defines the order.
+pub fn process_compaction_events(events: &[EventView]) -> Result<Vec<Item>, CoreError> {
+    let ranges = compaction_ranges(events);
+    let coverage = Coverage::new(ranges.iter().map(|r| (r.start, r.end)));
+    let mut keyed: Vec<(f64, usize, Item)> = Vec::with_capacity(events.len());
+    for r in &ranges {
+        keyed.push((r.end, r.index, Item::Summary(r.index)));
+    }
+    for (i, event) in events.iter().enumerate() {
+        if event.compaction.is_some() || coverage.covers(event.timestamp) {
+            continue;
+        }
+        keyed.push((event.timestamp, i, Item::Raw(i)));
+    }
+    if let Some(&(_, index, _)) = keyed.iter().find(|(key, _, _)| key.is_nan()) {
+        return Err(CoreError::UnorderedTimestamp { index });
+    }
+    // Keys are NaN-free and indices unique: a total order, so any sort agrees
+    // with Python's stable one.
+    keyed.sort_unstable_by(|a, b| cmp_f64(a.0, b.0).then(a.1.cmp(&b.1)));
+    Ok(keyed.into_iter().map(|(_, _, item)| item).collect())
+}
+
+/// Indices of the compaction events whose summaries the filtered history
+/// holds, ascending: the order in which google-adk materializes them.
+pub fn summaries_in_creation_order(items: &[Item]) -> Vec<usize> {
+    let mut out: Vec<usize> = items
+        .iter()
+        .filter_map(|item| match item {
+            Item::Summary(i) => Some(*i),
+            Item::Raw(_) => None,
+        })
+        .collect();
+    out.sort_unstable();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::event::CompactionView;
+
+    fn compaction(ts: f64, start: f64, end: f64) -> EventView {
+        EventView {
+            timestamp: ts,
+            compaction: Some(CompactionView {
+                start: Some(start),
+                end: Some(end),
+                has_content: true,
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_documented_example() {
+        // [e1(1), e2(2), c1(1-2), e3(4), c2(2-4), e4(6)]
+        let events = vec![
+            EventView::at(1.0),
+            EventView::at(2.0),
+            compaction(3.0, 1.0, 2.0),
+            EventView::at(4.0),
+            compaction(5.0, 2.0, 4.0),
+            EventView::at(6.0),
+        ];
+        let out = process_compaction_events(&events).unwrap();
+        assert_eq!(out, vec![Item::Summary(2), Item::Summary(4), Item::Raw(5)]);
+    }
+
+    #[test]
+    fn ties_keep_event_order() {
+        let events = vec![EventView::at(1.0), compaction(0.5, 0.0, 1.0), EventView::at(1.0)];
+        // Both raw events at 1.0 are covered; the summary sits at 1.0.
+        assert_eq!(process_compaction_events(&events).unwrap(), vec![Item::Summary(1)]);
+        let events = vec![EventView::at(2.0), compaction(0.5, 0.0, 2.0)];
+        assert_eq!(process_compaction_events(&events).unwrap(), vec![Item::Summary(1)]);
+    }
+
+    #[test]
+    fn compaction_without_content_disappears() {
+        let mut c = compaction(3.0, 0.0, 1.0);
+        c.compaction.as_mut().unwrap().has_content = false;
+        let events = vec![EventView::at(0.5), c];
+        assert_eq!(process_compaction_events(&events).unwrap(), vec![Item::Raw(0)]);
+    }
+
+    #[test]
+    fn nan_raw_timestamp_is_refused() {
+        let events = vec![EventView::at(f64::NAN), EventView::at(1.0)];
+        assert_eq!(
+            process_compaction_events(&events),
+            Err(CoreError::UnorderedTimestamp { index: 0 })
+        );
+    }
+
+    #[test]
+    fn nan_start_covers_nothing_but_is_summarized() {
+        let events = vec![EventView::at(1.0), compaction(3.0, f64::NAN, 2.0)];
+        assert_eq!(
+            process_compaction_events(&events).unwrap(),
+            vec![Item::Raw(0), Item::Summary(1)]
+        );
+    }
+
+    #[test]
+    fn coverage_merges_touching_ranges() {
+        let cov = Coverage::new([(1.0, 2.0), (2.0, 3.0), (5.0, 6.0), (4.0, 3.0)]);
+        assert!(cov.covers(1.0) && cov.covers(2.5) && cov.covers(3.0) && cov.covers(5.5));
+        assert!(!cov.covers(3.5) && !cov.covers(0.5) && !cov.covers(f64::NAN));
+    }
+}

@@ -1,0 +1,13 @@
+//! The pure-Rust compaction core. Nothing in here knows about Python: the
+//! binding layer (`crate::py`) extracts an [`EventView`] per event and maps the
+//! indices these functions return back to the caller's objects.
+
+pub mod error;
+pub mod event;
+pub mod filter;
+pub mod ranges;
+pub mod recover;
+pub mod rewind;
+
+pub use error::CoreError;
+pub use event::{CompactionView, EventView, Span, Sym};

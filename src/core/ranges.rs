@@ -1,0 +1,127 @@
+//! Compaction ranges and subsumption (`_get_compaction_ranges`).
+
+use super::event::EventView;
+use std::cmp::Ordering;
+
+/// A surviving compaction: the event index and its `[start, end]` bounds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CompactionRange {
+    /// Index of the compaction event.
+    pub index: usize,
+    /// `start_timestamp` (may be NaN).
+    pub start: f64,
+    /// `end_timestamp` (may be NaN).
+    pub end: f64,
+}
+
+/// Python's `<` on floats seen as an ordering: NaN never occurs here (NaN
+/// bounds are filtered out before sorting), and `-0.0 == 0.0` as in Python.
+#[inline]
+pub(crate) fn cmp_f64(a: f64, b: f64) -> Ordering {
+    a.partial_cmp(&b).unwrap_or(Ordering::Equal)
+}
+
+/// Non-subsumed compaction ranges, in event order.
+///
+/// A compaction takes part when it has content and both bounds. A range with
+/// a NaN bound neither contains nor is contained by another and always
+/// survives. Among the others, a range contained in another is dropped and of
+/// identical ranges only the latest event survives.
+pub fn compaction_ranges(events: &[EventView]) -> Vec<CompactionRange> {
+    let mut ranges = Vec::new();
+    let mut comparable = Vec::new();
+    for (index, event) in events.iter().enumerate() {
+        let Some((start, end)) = event.compaction.and_then(|c| c.bounds()) else {
+            continue;
+        };
+        let range = CompactionRange { index, start, end };
+        ranges.push(range);
+        if !(start.is_nan() || end.is_nan()) {
+            comparable.push(range);
+        }
+    }
+    let mut retained = vec![false; events.len()];
+    for r in &ranges {
+        if r.start.is_nan() || r.end.is_nan() {
+            retained[r.index] = true;
+        }
+    }
+    // Start ascending, end descending, index descending: every range that can
+    // contain another sorts before it, so a running maximum end decides.
+    comparable.sort_unstable_by(|a, b| {
+        cmp_f64(a.start, b.start)
+            .then(cmp_f64(b.end, a.end))
+            .then(b.index.cmp(&a.index))
+    });
+    let mut max_end: Option<f64> = None;
+    for r in &comparable {
+        if max_end.is_none_or(|m| r.end > m) {
+            retained[r.index] = true;
+            max_end = Some(r.end);
+        }
+    }
+    ranges.retain(|r| retained[r.index]);
+    ranges
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::event::CompactionView;
+
+    pub(crate) fn compaction(start: f64, end: f64) -> EventView {
+        EventView {
+            timestamp: end + 0.5,
+            compaction: Some(CompactionView {
+                start: Some(start),
+                end: Some(end),
+                has_content: true,
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn indices(events: &[EventView]) -> Vec<usize> {
+        compaction_ranges(events).iter().map(|r| r.index).collect()
+    }
+
+    #[test]
+    fn contained_range_is_dropped() {
+        let events = vec![compaction(1.0, 2.0), compaction(0.0, 5.0)];
+        assert_eq!(indices(&events), vec![1]);
+    }
+
+    #[test]
+    fn identical_ranges_keep_the_latest() {
+        let events = vec![compaction(1.0, 2.0), EventView::at(3.0), compaction(1.0, 2.0)];
+        assert_eq!(indices(&events), vec![2]);
+    }
+
+    #[test]
+    fn partial_overlaps_both_survive() {
+        let events = vec![compaction(1.0, 3.0), compaction(2.0, 4.0)];
+        assert_eq!(indices(&events), vec![0, 1]);
+    }
+
+    #[test]
+    fn nan_bounds_always_survive_and_contain_nothing() {
+        let events = vec![compaction(f64::NAN, 9.0), compaction(1.0, 2.0)];
+        assert_eq!(indices(&events), vec![0, 1]);
+    }
+
+    #[test]
+    fn missing_content_or_bound_is_ignored() {
+        let mut no_content = compaction(0.0, 9.0);
+        no_content.compaction.as_mut().unwrap().has_content = false;
+        let mut no_end = compaction(0.0, 9.0);
+        no_end.compaction.as_mut().unwrap().end = None;
+        let events = vec![no_content, no_end, compaction(1.0, 2.0)];
+        assert_eq!(indices(&events), vec![2]);
+    }
+
+    #[test]
+    fn inverted_range_is_kept_like_any_other() {
+        let events = vec![compaction(5.0, 1.0)];
+        assert_eq!(indices(&events), vec![0]);
+    }
+}

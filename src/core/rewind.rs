@@ -1,0 +1,96 @@
+//! Which events are live after rewinds (`_apply_rewinds`).
+
+use super::event::{EventView, Sym};
+use std::collections::HashMap;
+
+/// Indices of the events that survive every rewind, in chronological order.
+///
+/// Walks backwards; an event carrying `rewind_before` for invocation X is
+/// dropped together with everything back to the first event of X (when X
+/// occurs earlier), then the walk resumes before it. Rewinds to unknown or
+/// later invocations drop only the rewind event itself.
+pub fn apply_rewinds(events: &[EventView]) -> Vec<usize> {
+    let mut first_by_invocation: Option<HashMap<Sym, usize>> = None;
+    let mut kept = Vec::with_capacity(events.len());
+    let mut i = events.len();
+    while i > 0 {
+        i -= 1;
+        match events[i].rewind_before {
+            Some(target) => {
+                let first = first_by_invocation.get_or_insert_with(|| {
+                    let mut first = HashMap::new();
+                    for (idx, ev) in events.iter().enumerate() {
+                        if let Some(inv) = ev.invocation {
+                            first.entry(inv).or_insert(idx);
+                        }
+                    }
+                    first
+                });
+                if let Some(&idx) = first.get(&target) {
+                    if idx < i {
+                        i = idx;
+                    }
+                }
+            }
+            None => kept.push(i),
+        }
+    }
+    kept.reverse();
+    kept
+}
+
+/// Whether any event carries a rewind, i.e. whether invocation ids are needed.
+pub fn has_rewinds(events: &[EventView]) -> bool {
+    events.iter().any(|e| e.rewind_before.is_some())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(inv: Sym, rewind: Option<Sym>) -> EventView {
+        EventView {
+            invocation: Some(inv),
+            rewind_before: rewind,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn no_rewind_keeps_everything() {
+        let events = vec![ev(1, None), ev(2, None)];
+        assert_eq!(apply_rewinds(&events), vec![0, 1]);
+    }
+
+    #[test]
+    fn rewind_drops_back_to_first_event_of_target() {
+        let events = vec![ev(1, None), ev(2, None), ev(2, None), ev(3, None), ev(4, Some(2))];
+        assert_eq!(apply_rewinds(&events), vec![0]);
+    }
+
+    #[test]
+    fn rewind_to_unknown_or_later_invocation_drops_only_itself() {
+        let events = vec![ev(1, None), ev(2, Some(9)), ev(3, None), ev(4, Some(5)), ev(5, None)];
+        assert_eq!(apply_rewinds(&events), vec![0, 2, 4]);
+    }
+
+    #[test]
+    fn rewind_of_own_invocation_drops_its_earlier_events() {
+        // The rewind event itself belongs to invocation 2, whose first event
+        // is at index 1: everything from there is dropped.
+        let events = vec![ev(1, None), ev(2, None), ev(2, Some(2)), ev(3, None)];
+        assert_eq!(apply_rewinds(&events), vec![0, 3]);
+    }
+
+    #[test]
+    fn nested_rewinds_resume_before_the_target() {
+        let events = vec![
+            ev(1, None),
+            ev(2, None),
+            ev(3, Some(2)),
+            ev(4, None),
+            ev(5, Some(4)),
+        ];
+        assert_eq!(apply_rewinds(&events), vec![0]);
+    }
+}
