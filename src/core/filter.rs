@@ -132,11 +132,21 @@ mod tests {
 
     #[test]
     fn ties_keep_event_order() {
-        let events = vec![EventView::at(1.0), compaction(0.5, 0.0, 1.0), EventView::at(1.0)];
+        let events = vec![
+            EventView::at(1.0),
+            compaction(0.5, 0.0, 1.0),
+            EventView::at(1.0),
+        ];
         // Both raw events at 1.0 are covered; the summary sits at 1.0.
-        assert_eq!(process_compaction_events(&events).unwrap(), vec![Item::Summary(1)]);
+        assert_eq!(
+            process_compaction_events(&events).unwrap(),
+            vec![Item::Summary(1)]
+        );
         let events = vec![EventView::at(2.0), compaction(0.5, 0.0, 2.0)];
-        assert_eq!(process_compaction_events(&events).unwrap(), vec![Item::Summary(1)]);
+        assert_eq!(
+            process_compaction_events(&events).unwrap(),
+            vec![Item::Summary(1)]
+        );
     }
 
     #[test]
@@ -144,7 +154,10 @@ mod tests {
         let mut c = compaction(3.0, 0.0, 1.0);
         c.compaction.as_mut().unwrap().has_content = false;
         let events = vec![EventView::at(0.5), c];
-        assert_eq!(process_compaction_events(&events).unwrap(), vec![Item::Raw(0)]);
+        assert_eq!(
+            process_compaction_events(&events).unwrap(),
+            vec![Item::Raw(0)]
+        );
     }
 
     #[test]

@@ -5,6 +5,7 @@
 pub mod error;
 pub mod event;
 pub mod filter;
+pub mod hash;
 pub mod ranges;
 pub mod recover;
 pub mod rewind;

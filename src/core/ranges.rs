@@ -93,7 +93,11 @@ mod tests {
 
     #[test]
     fn identical_ranges_keep_the_latest() {
-        let events = vec![compaction(1.0, 2.0), EventView::at(3.0), compaction(1.0, 2.0)];
+        let events = vec![
+            compaction(1.0, 2.0),
+            EventView::at(3.0),
+            compaction(1.0, 2.0),
+        ];
         assert_eq!(indices(&events), vec![2]);
     }
 

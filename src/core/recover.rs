@@ -2,7 +2,7 @@
 
 use super::error::CoreError;
 use super::event::{EventView, Sym};
-use std::collections::{HashMap, HashSet};
+use super::hash::{FastMap, FastSet};
 
 /// One element of the recovered history.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,11 +29,11 @@ pub fn recover_compacted_function_calls(
     if !events.iter().any(|e| e.has_responses) {
         return Ok(None);
     }
-    let present: HashSet<u64> = events.iter().map(|e| e.ident).collect();
-    let mut latest_call_by_id: HashMap<Sym, usize> = HashMap::new();
-    let mut call_by_response: HashMap<(u64, Sym), usize> = HashMap::new();
-    let mut response_by_call: HashMap<(u64, Sym), usize> = HashMap::new();
-    let mut surviving: HashSet<(u64, Sym)> = HashSet::new();
+    let present: FastSet<u64> = events.iter().map(|e| e.ident).collect();
+    let mut latest_call_by_id: FastMap<Sym, usize> = FastMap::default();
+    let mut call_by_response: FastMap<(u64, Sym), usize> = FastMap::default();
+    let mut response_by_call: FastMap<(u64, Sym), usize> = FastMap::default();
+    let mut surviving: FastSet<(u64, Sym)> = FastSet::default();
     for (j, event) in source.iter().enumerate() {
         for &call_id in event.calls.of(ids) {
             latest_call_by_id.insert(call_id, j);
@@ -67,8 +67,8 @@ pub fn recover_compacted_function_calls(
     }
 
     let mut out = Vec::with_capacity(events.len() + 4);
-    let mut reinjected_calls: HashSet<u64> = HashSet::new();
-    let mut reinjected_responses: HashSet<u64> = HashSet::new();
+    let mut reinjected_calls: FastSet<u64> = FastSet::default();
+    let mut reinjected_responses: FastSet<u64> = FastSet::default();
     for (i, event) in events.iter().enumerate() {
         for &response_id in event.responses.of(ids) {
             let Some(&call_j) = call_by_response.get(&(event.ident, response_id)) else {
@@ -94,7 +94,11 @@ pub fn recover_compacted_function_calls(
         }
         out.push(Recovered::Kept(i));
     }
-    Ok(if reinjected_calls.is_empty() { None } else { Some(out) })
+    Ok(if reinjected_calls.is_empty() {
+        None
+    } else {
+        Some(out)
+    })
 }
 
 #[cfg(test)]
@@ -107,9 +111,15 @@ mod tests {
         let mut ids = Vec::new();
         let mut views = Vec::new();
         for &(ident, ts, calls, responses) in spec {
-            let c = Span { start: ids.len() as u32, len: calls.len() as u32 };
+            let c = Span {
+                start: ids.len() as u32,
+                len: calls.len() as u32,
+            };
             ids.extend_from_slice(calls);
-            let r = Span { start: ids.len() as u32, len: responses.len() as u32 };
+            let r = Span {
+                start: ids.len() as u32,
+                len: responses.len() as u32,
+            };
             ids.extend_from_slice(responses);
             views.push(EventView {
                 ident,
@@ -158,7 +168,11 @@ mod tests {
 
     #[test]
     fn nan_tie_break_is_refused() {
-        let (source, ids) = build(&[(1, 1.0, &[7], &[]), (2, f64::NAN, &[], &[7]), (3, 2.0, &[], &[7])]);
+        let (source, ids) = build(&[
+            (1, 1.0, &[7], &[]),
+            (2, f64::NAN, &[], &[7]),
+            (3, 2.0, &[], &[7]),
+        ]);
         let events = [source[2]];
         assert!(recover_compacted_function_calls(&events, &source, &ids).is_err());
     }

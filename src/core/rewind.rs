@@ -1,7 +1,7 @@
 //! Which events are live after rewinds (`_apply_rewinds`).
 
 use super::event::{EventView, Sym};
-use std::collections::HashMap;
+use super::hash::FastMap;
 
 /// Indices of the events that survive every rewind, in chronological order.
 ///
@@ -10,7 +10,7 @@ use std::collections::HashMap;
 /// occurs earlier), then the walk resumes before it. Rewinds to unknown or
 /// later invocations drop only the rewind event itself.
 pub fn apply_rewinds(events: &[EventView]) -> Vec<usize> {
-    let mut first_by_invocation: Option<HashMap<Sym, usize>> = None;
+    let mut first_by_invocation: Option<FastMap<Sym, usize>> = None;
     let mut kept = Vec::with_capacity(events.len());
     let mut i = events.len();
     while i > 0 {
@@ -18,7 +18,7 @@ pub fn apply_rewinds(events: &[EventView]) -> Vec<usize> {
         match events[i].rewind_before {
             Some(target) => {
                 let first = first_by_invocation.get_or_insert_with(|| {
-                    let mut first = HashMap::new();
+                    let mut first = FastMap::default();
                     for (idx, ev) in events.iter().enumerate() {
                         if let Some(inv) = ev.invocation {
                             first.entry(inv).or_insert(idx);
@@ -64,13 +64,25 @@ mod tests {
 
     #[test]
     fn rewind_drops_back_to_first_event_of_target() {
-        let events = vec![ev(1, None), ev(2, None), ev(2, None), ev(3, None), ev(4, Some(2))];
+        let events = vec![
+            ev(1, None),
+            ev(2, None),
+            ev(2, None),
+            ev(3, None),
+            ev(4, Some(2)),
+        ];
         assert_eq!(apply_rewinds(&events), vec![0]);
     }
 
     #[test]
     fn rewind_to_unknown_or_later_invocation_drops_only_itself() {
-        let events = vec![ev(1, None), ev(2, Some(9)), ev(3, None), ev(4, Some(5)), ev(5, None)];
+        let events = vec![
+            ev(1, None),
+            ev(2, Some(9)),
+            ev(3, None),
+            ev(4, Some(5)),
+            ev(5, None),
+        ];
         assert_eq!(apply_rewinds(&events), vec![0, 2, 4]);
     }
 

@@ -1,0 +1,154 @@
+"""Version gate and reversible patching of every google-adk binding site.
+
+google-adk binds its helpers by name in several modules
+(`from ..events._rewind_events import _apply_rewinds`), so replacing the
+function in its defining module is not enough: the pure-Python copy keeps
+running wherever it was imported by name. `install()` imports every module of
+google-adk that is known to bind one of the helpers, then rebinds the name in
+every loaded `google.adk` module whose attribute is the original function.
+Function-local imports read the defining module at call time and see the
+replacement too.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import sys
+import threading
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+from . import _filtering, _reference
+
+#: google-adk versions whose pure-Python behaviour this release reproduces.
+SUPPORTED_ADK_VERSIONS: tuple[str, ...] = ("2.13.0",)
+
+#: Modes `install()` accepts.
+MODES: tuple[str, ...] = ("parity", "exact")
+
+# (private google-adk name, original function, replacement)
+_REPLACEMENTS: tuple[tuple[str, Callable[..., Any], Callable[..., Any]], ...] = (
+    ("_apply_rewinds", _reference.apply_rewinds, _filtering.apply_rewinds),
+    (
+        "_get_compaction_ranges",
+        _reference.get_compaction_ranges,
+        _filtering.get_compaction_ranges,
+    ),
+    (
+        "_process_compaction_events",
+        _reference.process_compaction_events,
+        _filtering.process_compaction_events,
+    ),
+    (
+        "_recover_compacted_function_calls",
+        _reference.recover_compacted_function_calls,
+        _filtering.recover_compacted_function_calls,
+    ),
+)
+
+# Modules of google-adk 2.13.0 that bind one of the names at import time.
+# They are imported before patching so that none is missed.
+_BINDING_MODULES: tuple[str, ...] = (
+    "google.adk.events._rewind_events",
+    "google.adk.apps.compaction",
+    "google.adk.flows.llm_flows.context._compaction",
+    "google.adk.flows.llm_flows.context._contents",
+    "google.adk.flows.llm_flows.contents",
+    "google.adk.runners",
+    "google.adk.agents._agent_router",
+    "google.adk.tools.model_consult._context",
+    "google.adk.workflow.utils._replay_manager",
+)
+
+
+class UnsupportedAdkVersionWarning(RuntimeWarning):
+    """`install()` left google-adk untouched because its version is not supported."""
+
+
+class UnsupportedAdkVersionError(RuntimeError):
+    """`install(strict=True)` found a google-adk version it does not support."""
+
+
+_lock = threading.Lock()
+# (module, attribute, original) for every rebinding made, to undo exactly.
+_patched: list[tuple[Any, str, Callable[..., Any]]] = []
+_mode: str | None = None
+
+
+def adk_version() -> str:
+    """The installed google-adk version."""
+    return importlib.metadata.version("google-adk")
+
+
+def install(mode: str = "parity", *, strict: bool = False) -> bool:
+    """Makes google-adk use the Rust implementations.
+
+    Args:
+      mode: `"parity"` (decisions identical to the pinned google-adk) or
+        `"exact"` (the fixed coverage model, not available yet).
+      strict: Raise instead of warning when google-adk's version is not one
+        this release reproduces.
+
+    Returns:
+      True when the accelerator is active after the call.
+
+    Raises:
+      ValueError: `mode` is not one of `MODES`.
+      NotImplementedError: `mode="exact"` in this release.
+      UnsupportedAdkVersionError: unsupported google-adk version and `strict`.
+    """
+    global _mode
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES!r}, not {mode!r}")
+    if mode == "exact":
+        raise NotImplementedError("exact mode is not available in this release")
+    version = adk_version()
+    if version not in SUPPORTED_ADK_VERSIONS:
+        message = (
+            f"adk-fastcompact reproduces google-adk {', '.join(SUPPORTED_ADK_VERSIONS)}"
+            f" but google-adk {version} is installed; google-adk was left unchanged"
+        )
+        if strict:
+            raise UnsupportedAdkVersionError(message)
+        warnings.warn(message, UnsupportedAdkVersionWarning, stacklevel=2)
+        return False
+    with _lock:
+        if _mode is not None:
+            if _mode != mode:
+                raise ValueError(f"already installed in mode {_mode!r}; uninstall first")
+            return True
+        for name in _BINDING_MODULES:
+            importlib.import_module(name)
+        originals = {id(orig): (orig, new) for _, orig, new in _REPLACEMENTS}
+        for module_name, module in list(sys.modules.items()):
+            if module is None or not (
+                module_name == "google.adk" or module_name.startswith("google.adk.")
+            ):
+                continue
+            for attr, value in list(vars(module).items()):
+                hit = originals.get(id(value))
+                if hit is not None and hit[0] is value:
+                    setattr(module, attr, hit[1])
+                    _patched.append((module, attr, value))
+        _mode = mode
+    return True
+
+
+def uninstall() -> None:
+    """Restores every google-adk binding `install()` replaced. Idempotent."""
+    global _mode
+    with _lock:
+        replacements = {id(new) for _, _, new in _REPLACEMENTS}
+        while _patched:
+            module, attr, original = _patched.pop()
+            # Only undo what is still ours; a later patch by someone else stays.
+            if id(getattr(module, attr, None)) in replacements:
+                setattr(module, attr, original)
+        _mode = None
+
+
+def installed() -> str | None:
+    """The active mode, or None when google-adk runs its own code."""
+    return _mode

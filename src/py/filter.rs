@@ -1,0 +1,50 @@
+//! Binding of `core::filter`.
+
+use super::error::{finish, Extracted};
+use super::extract::{Extractor, Need};
+use crate::core::filter::{self, Item};
+use pyo3::prelude::*;
+use pyo3::types::PyList;
+
+/// `_process_compaction_events`: the filtered history, or `None` to decline.
+///
+/// `make_summary(event)` materializes the summary of a compaction event; it
+/// is called once per surviving compaction in event order, as google-adk
+/// constructs them, so id providers see the same sequence of calls.
+#[pyfunction]
+pub fn process_compaction_events<'py>(
+    events: &Bound<'py, PyAny>,
+    make_summary: &Bound<'py, PyAny>,
+) -> PyResult<Option<Bound<'py, PyList>>> {
+    finish(run(events, make_summary))
+}
+
+fn run<'py>(
+    events: &Bound<'py, PyAny>,
+    make_summary: &Bound<'py, PyAny>,
+) -> Extracted<Bound<'py, PyList>> {
+    let py = events.py();
+    let list = Extractor::list(events)?;
+    let mut ex = Extractor::new(py)?;
+    let batch = ex.batch(
+        list,
+        Need {
+            timestamp: true,
+            compaction: true,
+            ..Need::default()
+        },
+    )?;
+    let views = batch.views;
+    let items = py.detach(move || filter::process_compaction_events(&views))?;
+    let mut summaries: Vec<Option<Bound<'py, PyAny>>> = vec![None; batch.objects.len()];
+    for index in filter::summaries_in_creation_order(&items) {
+        summaries[index] = Some(make_summary.call1((&batch.objects[index],))?);
+    }
+    let out = items.iter().map(|item| match *item {
+        Item::Raw(i) => &batch.objects[i],
+        Item::Summary(i) => summaries[i]
+            .as_ref()
+            .expect("every summary index was materialized above"),
+    });
+    Ok(PyList::new(py, out)?)
+}

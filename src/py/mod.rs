@@ -1,0 +1,25 @@
+//! The binding layer: conversion of Python events into core views and of
+//! core results back into the caller's objects. One file per core module.
+
+mod error;
+mod extract;
+mod filter;
+mod ranges;
+mod recover;
+mod rewind;
+
+use pyo3::prelude::*;
+
+/// Adds the module's functions and `__version__`.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_function(wrap_pyfunction!(error::decline_counts, m)?)?;
+    m.add_function(wrap_pyfunction!(rewind::apply_rewinds, m)?)?;
+    m.add_function(wrap_pyfunction!(ranges::get_compaction_ranges, m)?)?;
+    m.add_function(wrap_pyfunction!(filter::process_compaction_events, m)?)?;
+    m.add_function(wrap_pyfunction!(
+        recover::recover_compacted_function_calls,
+        m
+    )?)?;
+    Ok(())
+}

@@ -1,0 +1,37 @@
+//! Binding of `core::rewind`.
+
+use super::error::{finish, Extracted};
+use super::extract::{list_of, Extractor, Need};
+use crate::core::rewind;
+use pyo3::prelude::*;
+use pyo3::types::PyList;
+
+/// `_apply_rewinds`: the events that survive every rewind, or `None` to
+/// decline.
+#[pyfunction]
+pub fn apply_rewinds<'py>(events: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyList>>> {
+    finish(run(events))
+}
+
+fn run<'py>(events: &Bound<'py, PyAny>) -> Extracted<Bound<'py, PyList>> {
+    let py = events.py();
+    let list = Extractor::list(events)?;
+    let mut ex = Extractor::new(py)?;
+    let mut batch = ex.batch(
+        list,
+        Need {
+            rewind: true,
+            ..Need::default()
+        },
+    )?;
+    // Invocation ids matter only once a rewind exists (google-adk builds its
+    // index lazily too); most sessions never pay for reading them.
+    if rewind::has_rewinds(&batch.views) {
+        for (view, obj) in batch.views.iter_mut().zip(&batch.objects) {
+            view.invocation = ex.invocation(obj)?;
+        }
+    }
+    let views = batch.views;
+    let kept = py.detach(move || rewind::apply_rewinds(&views));
+    Ok(list_of(py, kept.iter().map(|&i| &batch.objects[i]))?)
+}
