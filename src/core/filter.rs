@@ -49,7 +49,9 @@ impl Coverage {
     #[inline]
     pub fn covers(&self, ts: f64) -> bool {
         // bisect_right: the first start strictly greater than ts.
-        let pos = self.starts.partition_point(|&s| !(ts < s));
+        let pos = self
+            .starts
+            .partition_point(|&s| ts.partial_cmp(&s) != Some(std::cmp::Ordering::Less));
         pos > 0 && ts <= self.ends[pos - 1]
     }
 }

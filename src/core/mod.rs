@@ -10,5 +10,8 @@ pub mod ranges;
 pub mod recover;
 pub mod rewind;
 
+#[cfg(test)]
+mod props;
+
 pub use error::CoreError;
 pub use event::{CompactionView, EventView, Span, Sym};

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# The main job: set up (tests/setup.sh), then the side-by-side benchmark of
+# pure-Python google-adk and adk-fastcompact on built-in realistic sessions.
+# Extra arguments go to `python -m adk_fastcompact bench` (try --help).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source tests/setup.sh
+python -m adk_fastcompact bench "$@"

@@ -1,0 +1,8 @@
+"""`python -m adk_fastcompact`: see `adk_fastcompact._cli`."""
+
+from __future__ import annotations
+
+from ._cli import main
+
+if __name__ == "__main__":
+    raise SystemExit(main())

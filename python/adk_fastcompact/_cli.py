@@ -1,0 +1,201 @@
+"""The `python -m adk_fastcompact` command line.
+
+Subcommands:
+  bench   time google-adk's pure-Python prompt filtering against the Rust core
+          on the same generated sessions, in one run (see `_bench`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import json
+import os
+import platform
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Table
+
+if TYPE_CHECKING:
+    from ._bench import Row
+
+PROG = "python -m adk_fastcompact"
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _sizes(text: str) -> list[int]:
+    items = [item.strip().replace("_", "") for item in text.split(",")]
+    if not all(items):
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated event counts, e.g. 1000,10000; got {text!r}"
+        )
+    return [_positive_int(item) for item in items]
+
+
+def _parser() -> argparse.ArgumentParser:
+    from ._bench import DEFAULT_SIZES
+
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Rust-accelerated context compaction bookkeeping for google-adk.",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands.required = True
+    bench = commands.add_parser(
+        "bench",
+        help="time pure-Python google-adk against the Rust core",
+        description=(
+            "Time google-adk's pure-Python prompt filtering and adk-fastcompact's "
+            "Rust core on the same generated sessions, in one run: median "
+            "milliseconds per call on fresh deep copies (cold) and on the same "
+            "objects again (warm)."
+        ),
+    )
+    bench.add_argument(
+        "--sizes",
+        type=_sizes,
+        default=list(DEFAULT_SIZES),
+        metavar="N[,N...]",
+        help=f"session sizes in events (default: {','.join(map(str, DEFAULT_SIZES))})",
+    )
+    bench.add_argument(
+        "--repeat",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="timed calls per case and side (default: 15, 7, 3 for 1k, 10k, 50k)",
+    )
+    bench.add_argument(
+        "--seed", type=int, default=0, metavar="S", help="session seed (default: 0)"
+    )
+    bench.add_argument(
+        "--json",
+        action="store_true",
+        help='print {"rows": [...]} to stdout instead of a table',
+    )
+    return parser
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine_line() -> str:
+    """Platform, CPU, Python and package versions, for a report's footer."""
+    from . import __version__
+
+    return (
+        f"{platform.platform()}, {_cpu_model()}, {os.cpu_count()} CPUs, "
+        f"{platform.python_implementation()} {platform.python_version()}, "
+        f"google-adk {importlib.metadata.version('google-adk')}, "
+        f"adk-fastcompact {__version__}"
+    )
+
+
+def _ms(value: float) -> str:
+    return f"{value:,.3f}" if value < 10 else f"{value:,.1f}"
+
+
+def _table(rows: Sequence[Row]) -> Table:
+    table = Table(
+        title="google-adk prompt filtering: pure Python vs Rust (median ms per call)",
+        caption="cold: fresh deep copies per call; warm: the same objects again",
+    )
+    table.add_column("events", justify="right")
+    table.add_column("regime")
+    table.add_column("operation")
+    table.add_column("python ms", justify="right")
+    table.add_column("rust ms", justify="right")
+    table.add_column("speed-up", justify="right")
+    previous: tuple[int, str] | None = None
+    for row in rows:
+        group = (row["events"], row["regime"])
+        if previous is not None and group != previous:
+            # A rule between sizes, and between regimes within a size.
+            table.add_section()
+        first = group != previous
+        previous = group
+        headline = row["op"] == "process+recover"
+        table.add_row(
+            f"{row['events']:,}" if first else "",
+            row["regime"] if first else "",
+            row["op"],
+            _ms(row["python_ms"]),
+            _ms(row["rust_ms"]),
+            f"{row['ratio']:.1f}x",
+            style="bold" if headline else None,
+        )
+    return table
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from ._bench import BenchmarkMismatchError, run_bench
+
+    stderr = Console(stderr=True)
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
+    try:
+        with Progress(*columns, console=stderr, transient=True) as bar:
+            task = bar.add_task("starting", total=None)
+
+            def progress(completed: int, total: int, description: str) -> None:
+                bar.update(
+                    task, completed=completed, total=total, description=description
+                )
+
+            rows = run_bench(
+                args.sizes, repeat=args.repeat, progress=progress, seed=args.seed
+            )
+    except BenchmarkMismatchError as error:
+        stderr.print(f"[bold red]benchmark aborted:[/] {error}")
+        return 1
+    if args.json:
+        json.dump({"rows": rows}, sys.stdout)
+        sys.stdout.write("\n")
+        return 0
+    stdout = Console()
+    stdout.print(_table(rows))
+    stdout.print(machine_line(), style="dim")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Runs the command line; returns the process exit code."""
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "bench":
+            return _bench(args)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    raise AssertionError(f"unhandled command {args.command!r}")

@@ -1,0 +1,146 @@
+//! Property tests of the core invariants, each against a direct (quadratic)
+//! restatement of what the function promises.
+
+use super::event::{CompactionView, EventView, Span, Sym};
+use super::filter::{process_compaction_events, Coverage, Item};
+use super::ranges::compaction_ranges;
+use super::recover::{recover_compacted_function_calls, Recovered};
+use super::rewind::apply_rewinds;
+use proptest::prelude::*;
+
+/// Small integer timestamps make ties and containment frequent.
+fn ts() -> impl Strategy<Value = f64> {
+    prop_oneof![10 => (0u8..20).prop_map(f64::from), 1 => Just(f64::NAN)]
+}
+
+fn event() -> impl Strategy<Value = EventView> {
+    (
+        (0u8..20).prop_map(f64::from),
+        prop::option::of(0u32..6),
+        prop::option::weighted(0.08, 0u32..8),
+        prop::option::weighted(
+            0.3,
+            (
+                prop::option::of(ts()),
+                prop::option::of(ts()),
+                prop::bool::weighted(0.9),
+            ),
+        ),
+    )
+        .prop_map(
+            |(timestamp, invocation, rewind_before, compaction)| EventView {
+                timestamp,
+                invocation,
+                rewind_before,
+                compaction: compaction.map(|(start, end, has_content)| CompactionView {
+                    start,
+                    end,
+                    has_content,
+                }),
+                ..Default::default()
+            },
+        )
+}
+
+fn contains(outer: (f64, f64, usize), inner: (f64, f64, usize)) -> bool {
+    outer.2 != inner.2
+        && outer.0 <= inner.0
+        && outer.1 >= inner.1
+        && !(outer.0 == inner.0 && outer.1 == inner.1 && outer.2 < inner.2)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    #[test]
+    fn ranges_drop_exactly_the_contained(events in prop::collection::vec(event(), 0..40)) {
+        let all: Vec<(f64, f64, usize)> = events
+            .iter()
+            .enumerate()
+            .filter_map(|(i, e)| e.compaction.and_then(|c| c.bounds()).map(|(s, t)| (s, t, i)))
+            .collect();
+        let kept: Vec<usize> = compaction_ranges(&events).iter().map(|r| r.index).collect();
+        let expected: Vec<usize> = all
+            .iter()
+            .filter(|r| r.0.is_nan() || r.1.is_nan()
+                || !all.iter().any(|o| !(o.0.is_nan() || o.1.is_nan()) && contains(*o, **r)))
+            .map(|r| r.2)
+            .collect();
+        prop_assert_eq!(kept, expected);
+    }
+
+    #[test]
+    fn filtering_keeps_each_uncovered_event_once_in_order(events in prop::collection::vec(event(), 0..40)) {
+        let ranges = compaction_ranges(&events);
+        let Ok(items) = process_compaction_events(&events) else {
+            // Declined only when a NaN would be a sort key.
+            prop_assert!(events.iter().any(|e| e.timestamp.is_nan()) || ranges.iter().any(|r| r.end.is_nan()));
+            return Ok(());
+        };
+        let covered = |t: f64| ranges.iter().any(|r| r.start <= t && t <= r.end);
+        let expected_raw: Vec<usize> = (0..events.len())
+            .filter(|&i| events[i].compaction.is_none() && !covered(events[i].timestamp))
+            .collect();
+        let mut raw: Vec<usize> = items.iter().filter_map(|it| match it { Item::Raw(i) => Some(*i), _ => None }).collect();
+        let mut summaries: Vec<usize> = items.iter().filter_map(|it| match it { Item::Summary(i) => Some(*i), _ => None }).collect();
+        let key = |it: &Item| match *it {
+            Item::Raw(i) => (events[i].timestamp, i),
+            Item::Summary(i) => (ranges.iter().find(|r| r.index == i).unwrap().end, i),
+        };
+        for pair in items.windows(2) {
+            prop_assert!(key(&pair[0]) < key(&pair[1]));
+        }
+        raw.sort_unstable();
+        summaries.sort_unstable();
+        prop_assert_eq!(raw, expected_raw);
+        prop_assert_eq!(summaries, ranges.iter().map(|r| r.index).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn coverage_is_the_union(ranges in prop::collection::vec((ts(), ts()), 0..12), probe in ts()) {
+        let cov = Coverage::new(ranges.iter().copied());
+        let expected = ranges.iter().any(|&(s, e)| s <= e && s <= probe && probe <= e);
+        prop_assert_eq!(cov.covers(probe), expected);
+    }
+
+    #[test]
+    fn rewinds_keep_an_increasing_subset_without_rewind_events(events in prop::collection::vec(event(), 0..40)) {
+        let kept = apply_rewinds(&events);
+        prop_assert!(kept.windows(2).all(|w| w[0] < w[1]));
+        prop_assert!(kept.iter().all(|&i| events[i].rewind_before.is_none()));
+        if events.iter().all(|e| e.rewind_before.is_none()) {
+            prop_assert_eq!(kept, (0..events.len()).collect::<Vec<_>>());
+        }
+    }
+
+    #[test]
+    fn recovery_keeps_every_event_in_order(
+        spec in prop::collection::vec((0u8..10, prop::collection::vec(0u32..4, 0..3), prop::collection::vec(0u32..4, 0..3)), 0..25),
+        keep in prop::collection::vec(prop::bool::ANY, 25),
+    ) {
+        let mut ids: Vec<Sym> = Vec::new();
+        let source: Vec<EventView> = spec.iter().enumerate().map(|(i, (t, calls, resps))| {
+            let c = Span { start: ids.len() as u32, len: calls.len() as u32 };
+            ids.extend(calls);
+            let r = Span { start: ids.len() as u32, len: resps.len() as u32 };
+            ids.extend(resps);
+            EventView { ident: i as u64, timestamp: f64::from(*t), calls: c, responses: r, has_responses: !resps.is_empty(), ..Default::default() }
+        }).collect();
+        let events: Vec<EventView> = source.iter().zip(&keep).filter(|(_, k)| **k).map(|(e, _)| *e).collect();
+        match recover_compacted_function_calls(&events, &source, &ids).unwrap() {
+            None => {}
+            Some(out) => {
+                let kept: Vec<usize> = out.iter().filter_map(|r| match r { Recovered::Kept(i) => Some(*i), _ => None }).collect();
+                prop_assert_eq!(kept, (0..events.len()).collect::<Vec<_>>());
+                let injected: Vec<u64> = out.iter().filter_map(|r| match r { Recovered::Injected(j) => Some(source[*j].ident), _ => None }).collect();
+                // Nothing injected is already present. An event can come back
+                // at most twice: once as a call, once as a sibling response
+                // (an event holding a call and its own response), as in
+                // google-adk, which keeps the two kinds apart.
+                let present: Vec<u64> = events.iter().map(|e| e.ident).collect();
+                prop_assert!(injected.iter().all(|i| !present.contains(i)));
+                prop_assert!(injected.iter().all(|i| injected.iter().filter(|j| *j == i).count() <= 2));
+            }
+        }
+    }
+}

@@ -1,0 +1,153 @@
+"""The oracle and the comparisons the differential tests share.
+
+The originals are taken from their google-adk modules when this module is
+first imported (at collection, before any test can `install()`), so the
+oracle never comes from the code under test.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from google.adk.apps import compaction as _apps_compaction
+from google.adk.events import _rewind_events
+from google.adk.events.event import Event
+from google.adk.flows.llm_flows.context import _compaction
+from google.adk.platform import uuid as platform_uuid
+
+
+def _original(module: Any, name: str) -> Callable[..., Any]:
+    fn = getattr(module, name)
+    assert fn.__module__.startswith("google.adk."), f"{name} is already patched"
+    return fn
+
+
+ORIG_APPLY_REWINDS = _original(_rewind_events, "_apply_rewinds")
+ORIG_GET_COMPACTION_RANGES = _original(_apps_compaction, "_get_compaction_ranges")
+ORIG_PROCESS = _original(_compaction, "_process_compaction_events")
+ORIG_RECOVER = _original(_compaction, "_recover_compacted_function_calls")
+
+
+@dataclass
+class Outcome:
+    """What a call did: returned `value` or raised `error`."""
+
+    value: Any = None
+    error: BaseException | None = None
+
+
+def call(fn: Callable[..., Any], *args: Any) -> Outcome:
+    """Calls `fn` with deterministic, counter-based new Event ids."""
+    counter = itertools.count()
+    platform_uuid.set_id_provider(lambda: f"generated-{next(counter)}")
+    try:
+        return Outcome(value=fn(*args))
+    except Exception as error:
+        return Outcome(error=error)
+    finally:
+        platform_uuid.reset_id_provider()
+
+
+def same_number(a: object, b: object) -> bool:
+    """Bit-level equality of timestamps: same type, both NaN or equal with the
+    same sign (so -0.0 and 0.0 differ)."""
+    if a is b:
+        return True
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, float):
+        assert isinstance(b, float)
+        if math.isnan(a) or math.isnan(b):
+            return math.isnan(a) and math.isnan(b)
+        return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
+    return a == b
+
+
+def deep_equal(a: object, b: object) -> bool:
+    """`==` on model dumps, except that floats compare with `same_number`."""
+    if isinstance(a, float) or isinstance(b, float):
+        return same_number(a, b)
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        assert isinstance(b, dict)
+        return list(a) == list(b) and all(deep_equal(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        assert isinstance(b, (list, tuple))
+        return len(a) == len(b) and all(map(deep_equal, a, b))
+    return a == b
+
+
+def assert_same_error(ours: Outcome, orig: Outcome) -> bool:
+    """Checks raised exceptions; returns True when both returned normally."""
+    if orig.error is not None or ours.error is not None:
+        assert type(ours.error) is type(orig.error), (
+            f"ours: {ours.error!r}, original: {orig.error!r}"
+        )
+        assert str(ours.error) == str(orig.error)
+        return False
+    return True
+
+
+def assert_same_events(
+    ours: Any,
+    orig: Any,
+    inputs: Sequence[Sequence[object]],
+    *,
+    returned_input: Sequence[object] | None = None,
+) -> None:
+    """Element by element: input events by identity, new events (materialized
+    summaries) field by field and sharing `.actions` / `.content`.
+
+    `returned_input` is the list argument the function may return as is;
+    ours must return it exactly when the original does.
+    """
+    assert type(ours) is type(orig) is list
+    if returned_input is not None:
+        assert (ours is returned_input) == (orig is returned_input)
+    else:
+        assert all(ours is not seq for seq in inputs)
+    known = {id(e) for seq in inputs for e in seq}
+    assert len(ours) == len(orig), f"length {len(ours)} != {len(orig)}"
+    # New objects must correspond one to one.
+    pairing: dict[int, int] = {}
+    for k, (a, b) in enumerate(zip(ours, orig)):
+        if id(b) in known:
+            assert a is b, f"position {k}: {_show(a)} is not {_show(b)}"
+            continue
+        assert id(a) not in known, f"position {k}: input event {_show(a)} for a new one"
+        assert pairing.setdefault(id(b), id(a)) == id(a), f"position {k}"
+        assert_same_summary(a, b)
+    assert len(set(pairing.values())) == len(pairing)
+
+
+def assert_same_summary(ours: Event, orig: Event) -> None:
+    assert type(ours) is type(orig)
+    assert ours.model_fields_set == orig.model_fields_set
+    assert deep_equal(ours.model_dump(), orig.model_dump()), (
+        f"{ours.model_dump()!r}\n!=\n{orig.model_dump()!r}"
+    )
+    assert ours.actions is orig.actions
+    assert ours.content is orig.content
+    assert same_number(ours.timestamp, orig.timestamp)
+
+
+def assert_same_ranges(ours: Any, orig: Any) -> None:
+    assert type(ours) is type(orig) is list
+    assert len(ours) == len(orig), f"{ours!r} != {orig!r}"
+    for a, b in zip(ours, orig):
+        assert type(a) is type(b) is tuple and len(a) == len(b) == 3
+        assert type(a[0]) is type(b[0]) is int and a[0] == b[0], f"{a!r} != {b!r}"
+        assert same_number(a[1], b[1]) and same_number(a[2], b[2]), (
+            f"{a!r} != {b!r}"
+        )
+
+
+def _show(event: object) -> str:
+    if isinstance(event, Event):
+        return f"<{type(event).__name__} id={event.id!r} ts={event.timestamp!r}>"
+    return repr(event)

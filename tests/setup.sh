@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Shared setup of the two README commands: a project venv with the pinned
+# test requirements and the extension built in release mode. Needs only
+# python3 (3.10+) and a Rust toolchain. Safe to run again: it reuses .venv.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+PY="${PYTHON:-python3}"
+if [ ! -x .venv/bin/python ]; then
+  echo "== creating .venv with $("$PY" --version)"
+  "$PY" -m venv .venv
+fi
+export VIRTUAL_ENV="$PWD/.venv"
+export PATH="$VIRTUAL_ENV/bin:$PATH"
+echo "== installing pinned requirements (tests/requirements.txt)"
+python -m pip install -q --disable-pip-version-check -r tests/requirements.txt
+echo "== building adk_fastcompact._native (release)"
+maturin develop --release -q

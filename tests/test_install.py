@@ -1,0 +1,269 @@
+"""`install()` patches every binding site, reversibly, behind a version gate."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import subprocess
+import sys
+import textwrap
+import types
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from compare import (
+    ORIG_APPLY_REWINDS,
+    ORIG_GET_COMPACTION_RANGES,
+    ORIG_PROCESS,
+    ORIG_RECOVER,
+)
+
+import adk_fastcompact as fc
+
+ORIGINALS: dict[str, Callable[..., Any]] = {
+    "_apply_rewinds": ORIG_APPLY_REWINDS,
+    "_get_compaction_ranges": ORIG_GET_COMPACTION_RANGES,
+    "_process_compaction_events": ORIG_PROCESS,
+    "_recover_compacted_function_calls": ORIG_RECOVER,
+}
+OURS: dict[str, Callable[..., Any]] = {
+    "_apply_rewinds": fc.apply_rewinds,
+    "_get_compaction_ranges": fc.get_compaction_ranges,
+    "_process_compaction_events": fc.process_compaction_events,
+    "_recover_compacted_function_calls": fc.recover_compacted_function_calls,
+}
+
+# Every module that binds one of the names at import time in google-adk 2.13.0.
+KNOWN_SITES: dict[str, tuple[str, ...]] = {
+    "google.adk.events._rewind_events": ("_apply_rewinds",),
+    "google.adk.apps.compaction": ("_apply_rewinds", "_get_compaction_ranges"),
+    "google.adk.flows.llm_flows.context._compaction": (
+        "_get_compaction_ranges",
+        "_process_compaction_events",
+        "_recover_compacted_function_calls",
+    ),
+    "google.adk.flows.llm_flows.context._contents": (
+        "_apply_rewinds",
+        "_process_compaction_events",
+        "_recover_compacted_function_calls",
+    ),
+    "google.adk.flows.llm_flows.contents": (
+        "_process_compaction_events",
+        "_recover_compacted_function_calls",
+    ),
+    "google.adk.runners": ("_apply_rewinds",),
+    "google.adk.agents._agent_router": ("_apply_rewinds",),
+    "google.adk.tools.model_consult._context": ("_apply_rewinds",),
+    "google.adk.workflow.utils._replay_manager": ("_apply_rewinds",),
+}
+
+Snapshot = dict[tuple[str, str], Any]
+
+
+def adk_modules() -> list[tuple[str, types.ModuleType]]:
+    return [
+        (name, module)
+        for name, module in list(sys.modules.items())
+        if isinstance(module, types.ModuleType)
+        and (name == "google.adk" or name.startswith("google.adk."))
+    ]
+
+
+def bindings(functions: dict[str, Callable[..., Any]]) -> Snapshot:
+    """Every (module, attribute) of google-adk bound to one of `functions`."""
+    wanted = {id(fn) for fn in functions.values()}
+    return {
+        (name, attr): value
+        for name, module in adk_modules()
+        for attr, value in list(vars(module).items())
+        if id(value) in wanted
+    }
+
+
+def import_known_sites() -> None:
+    for module in KNOWN_SITES:
+        importlib.import_module(module)
+
+
+@pytest.fixture
+def originals() -> Snapshot:
+    """google-adk untouched, every known site imported; the bindings then."""
+    import_known_sites()
+    snapshot = bindings(ORIGINALS)
+    assert bindings(OURS) == {}
+    for module, names in KNOWN_SITES.items():
+        for name in names:
+            assert snapshot[module, name] is ORIGINALS[name]
+    return snapshot
+
+
+def assert_untouched(snapshot: Snapshot) -> None:
+    assert fc.installed() is None
+    assert bindings(OURS) == {}
+    now = bindings(ORIGINALS)
+    assert now.keys() == snapshot.keys()
+    assert all(now[key] is snapshot[key] for key in snapshot)
+
+
+def test_install_patches_every_binding_site(originals: Snapshot) -> None:
+    assert fc.install() is True
+    assert fc.installed() == "parity"
+    assert bindings(ORIGINALS) == {}, "an original is still bound"
+    for module, names in KNOWN_SITES.items():
+        for name in names:
+            assert getattr(sys.modules[module], name) is OURS[name], (module, name)
+    # Every binding that held an original now holds the matching replacement.
+    assert all(
+        getattr(sys.modules[module], attr) is OURS[original.__name__]
+        for (module, attr), original in originals.items()
+    )
+
+
+def test_function_local_imports_see_ours(originals: Snapshot) -> None:
+    fc.install()
+    from google.adk.apps.compaction import _get_compaction_ranges
+    from google.adk.events._rewind_events import _apply_rewinds
+    from google.adk.flows.llm_flows.context._compaction import (
+        _process_compaction_events,
+        _recover_compacted_function_calls,
+    )
+
+    assert _apply_rewinds is fc.apply_rewinds
+    assert _get_compaction_ranges is fc.get_compaction_ranges
+    assert _process_compaction_events is fc.process_compaction_events
+    assert _recover_compacted_function_calls is fc.recover_compacted_function_calls
+
+
+def test_install_twice_is_idempotent(originals: Snapshot) -> None:
+    assert fc.install() is True
+    first = bindings(OURS)
+    assert fc.install() is True
+    assert fc.install(mode="parity") is True
+    assert fc.installed() == "parity"
+    assert bindings(OURS) == first
+    assert bindings(ORIGINALS) == {}
+    fc.uninstall()
+    assert_untouched(originals)
+
+
+def test_uninstall_restores_the_exact_originals(originals: Snapshot) -> None:
+    fc.install()
+    fc.uninstall()
+    assert_untouched(originals)
+    fc.uninstall()  # idempotent
+    assert_untouched(originals)
+    # And it can be installed again afterwards.
+    assert fc.install() is True
+    assert bindings(ORIGINALS) == {}
+    fc.uninstall()
+    assert_untouched(originals)
+
+
+def test_installed_reports_the_mode(originals: Snapshot) -> None:
+    assert fc.installed() is None
+    fc.install()
+    assert fc.installed() == "parity"
+    fc.uninstall()
+    assert fc.installed() is None
+
+
+def test_unknown_mode_is_a_value_error(originals: Snapshot) -> None:
+    with pytest.raises(ValueError, match="bogus"):
+        fc.install(mode="bogus")
+    assert_untouched(originals)
+
+
+def test_exact_mode_is_not_implemented_yet(originals: Snapshot) -> None:
+    with pytest.raises(NotImplementedError):
+        fc.install(mode="exact")
+    assert_untouched(originals)
+
+
+@pytest.fixture
+def other_adk_version(monkeypatch: pytest.MonkeyPatch) -> str:
+    real = importlib.metadata.version
+
+    def version(name: str) -> str:
+        return "2.12.0" if name.lower().replace("_", "-") == "google-adk" else real(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", version)
+    return "2.12.0"
+
+
+def test_unsupported_version_warns_and_changes_nothing(
+    originals: Snapshot, other_adk_version: str
+) -> None:
+    with pytest.warns(fc.UnsupportedAdkVersionWarning, match=other_adk_version):
+        assert fc.install() is False
+    assert_untouched(originals)
+
+
+def test_unsupported_version_strict_raises(
+    originals: Snapshot, other_adk_version: str
+) -> None:
+    with pytest.raises(fc.UnsupportedAdkVersionError, match=other_adk_version):
+        fc.install(strict=True)
+    assert_untouched(originals)
+
+
+def test_version_gate_matches_the_pinned_adk() -> None:
+    assert importlib.metadata.version("google-adk") in fc.SUPPORTED_ADK_VERSIONS
+    assert issubclass(fc.UnsupportedAdkVersionWarning, Warning)
+    assert isinstance(fc.__version__, str) and fc.__version__
+
+
+def test_every_adk_module_in_a_fresh_interpreter() -> None:
+    """Imports all of google-adk (what imports cleanly) after `install()`, then
+    checks that no module binds an original and that `uninstall()` leaves no
+    replacement behind anywhere, including modules first imported while
+    installed."""
+    script = textwrap.dedent(
+        """
+        import importlib, pkgutil, sys, types, warnings
+        warnings.simplefilter("ignore")
+        import google.adk
+        import adk_fastcompact as fc
+        from adk_fastcompact import _reference as ref
+
+        originals = {id(f) for f in (ref.apply_rewinds, ref.get_compaction_ranges,
+                     ref.process_compaction_events,
+                     ref.recover_compacted_function_calls)}
+        ours = {id(f) for f in (fc.apply_rewinds, fc.get_compaction_ranges,
+                fc.process_compaction_events, fc.recover_compacted_function_calls)}
+
+        def bound(ids):
+            return sorted(
+                f"{name}.{attr}"
+                for name, mod in list(sys.modules.items())
+                if isinstance(mod, types.ModuleType)
+                and name.startswith("google.adk")
+                for attr, value in list(vars(mod).items())
+                if id(value) in ids
+            )
+
+        assert fc.install() is True
+        imported = 0
+        for info in pkgutil.walk_packages(google.adk.__path__, "google.adk.",
+                                          onerror=lambda name: None):
+            try:
+                importlib.import_module(info.name)
+                imported += 1
+            except BaseException:
+                pass
+        assert imported > 100, imported
+        assert bound(originals) == [], bound(originals)
+        fc.uninstall()
+        assert bound(ours) == [], bound(ours)
+        print("ok", imported)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert done.stdout.startswith("ok")
