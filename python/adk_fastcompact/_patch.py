@@ -28,25 +28,13 @@ SUPPORTED_ADK_VERSIONS: tuple[str, ...] = ("2.13.0",)
 #: Modes `install()` accepts.
 MODES: tuple[str, ...] = ("parity", "exact")
 
-# (private google-adk name, original function, replacement)
-_REPLACEMENTS: tuple[tuple[str, Callable[..., Any], Callable[..., Any]], ...] = (
-    ("_apply_rewinds", _reference.apply_rewinds, _filtering.apply_rewinds),
-    (
-        "_get_compaction_ranges",
-        _reference.get_compaction_ranges,
-        _filtering.get_compaction_ranges,
-    ),
-    (
-        "_process_compaction_events",
-        _reference.process_compaction_events,
-        _filtering.process_compaction_events,
-    ),
-    (
-        "_recover_compacted_function_calls",
-        _reference.recover_compacted_function_calls,
-        _filtering.recover_compacted_function_calls,
-    ),
-)
+# our name -> replacement; the originals come from `_reference`.
+_REPLACEMENTS: dict[str, Callable[..., Any]] = {
+    "apply_rewinds": _filtering.apply_rewinds,
+    "get_compaction_ranges": _filtering.get_compaction_ranges,
+    "process_compaction_events": _filtering.process_compaction_events,
+    "recover_compacted_function_calls": _filtering.recover_compacted_function_calls,
+}
 
 # Modules of google-adk 2.13.0 that bind one of the names at import time.
 # They are imported before patching so that none is missed.
@@ -121,7 +109,10 @@ def install(mode: str = "parity", *, strict: bool = False) -> bool:
             return True
         for name in _BINDING_MODULES:
             importlib.import_module(name)
-        originals = {id(orig): (orig, new) for _, orig, new in _REPLACEMENTS}
+        originals = {}
+        for name, new in _REPLACEMENTS.items():
+            orig = _reference.original(name)
+            originals[id(orig)] = (orig, new)
         for module_name, module in list(sys.modules.items()):
             if module is None or not (
                 module_name == "google.adk" or module_name.startswith("google.adk.")
@@ -140,7 +131,7 @@ def uninstall() -> None:
     """Restores every google-adk binding `install()` replaced. Idempotent."""
     global _mode
     with _lock:
-        replacements = {id(new) for _, _, new in _REPLACEMENTS}
+        replacements = {id(new) for new in _REPLACEMENTS.values()}
         while _patched:
             module, attr, original = _patched.pop()
             # Only undo what is still ours; a later patch by someone else stays.

@@ -1,28 +1,71 @@
 """The pure-Python google-adk functions this package replaces.
 
-They are captured from their defining modules the first time this module is
-imported, before `install()` can patch anything, and serve two purposes: the
+They are resolved from their defining modules on first use and remembered,
+so they stay reachable after `install()` rebinds the names. They serve as the
 documented fallback for inputs the Rust core declines (NaN ordering keys,
-objects that are not plain google-adk Events), and the baseline of the
-benchmark.
+objects that are not plain google-adk models) and as the benchmark baseline.
+On a google-adk version without one of them, asking for it raises ImportError
+naming the missing function; importing this package still works, and
+`install()` refuses such versions on its own.
 """
 
 from __future__ import annotations
 
-from google.adk.apps import compaction as _apps_compaction
-from google.adk.events import _rewind_events
-from google.adk.flows.llm_flows.context import _compaction
+import importlib
+from collections.abc import Callable
+from typing import Any
 
-def _original(module: object, name: str):  # noqa: ANN202
-    fn = getattr(module, name)
-    if getattr(fn, "__module__", "").startswith("adk_fastcompact."):
-        raise ImportError(f"{name} is already replaced; cannot find the original")
+# our name -> (defining google-adk module, private name)
+LOCATIONS: dict[str, tuple[str, str]] = {
+    "apply_rewinds": ("google.adk.events._rewind_events", "_apply_rewinds"),
+    "get_compaction_ranges": ("google.adk.apps.compaction", "_get_compaction_ranges"),
+    "process_compaction_events": (
+        "google.adk.flows.llm_flows.context._compaction",
+        "_process_compaction_events",
+    ),
+    "recover_compacted_function_calls": (
+        "google.adk.flows.llm_flows.context._compaction",
+        "_recover_compacted_function_calls",
+    ),
+}
+
+_resolved: dict[str, Callable[..., Any]] = {}
+
+
+def original(name: str) -> Callable[..., Any]:
+    """google-adk's own implementation of `name` (one of `LOCATIONS`)."""
+    fn = _resolved.get(name)
+    if fn is not None:
+        return fn
+    module_name, attr = LOCATIONS[name]
+    try:
+        fn = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ImportError(
+            f"google-adk has no {module_name}.{attr}; adk-fastcompact reproduces"
+            " google-adk 2.13.0"
+        ) from exc
+    if getattr(fn, "__module__", "").startswith("adk_fastcompact"):
+        raise ImportError(f"{module_name}.{attr} is already replaced by adk-fastcompact")
+    _resolved[name] = fn
     return fn
 
 
-apply_rewinds = _original(_rewind_events, "_apply_rewinds")
-get_compaction_ranges = _original(_apps_compaction, "_get_compaction_ranges")
-process_compaction_events = _original(_compaction, "_process_compaction_events")
-recover_compacted_function_calls = _original(
-    _compaction, "_recover_compacted_function_calls"
-)
+def apply_rewinds(events: Any) -> Any:
+    """google-adk's `_apply_rewinds`."""
+    return original("apply_rewinds")(events)
+
+
+def get_compaction_ranges(events: Any) -> Any:
+    """google-adk's `_get_compaction_ranges`."""
+    return original("get_compaction_ranges")(events)
+
+
+def process_compaction_events(events: Any, agent_name: str = "") -> Any:
+    """google-adk's `_process_compaction_events`."""
+    return original("process_compaction_events")(events, agent_name)
+
+
+def recover_compacted_function_calls(events: Any, source_events: Any) -> Any:
+    """google-adk's `_recover_compacted_function_calls`."""
+    return original("recover_compacted_function_calls")(events, source_events)

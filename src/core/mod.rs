@@ -13,5 +13,5 @@ pub mod rewind;
 #[cfg(test)]
 mod props;
 
-pub use error::CoreError;
+pub use error::{guarded, CoreError};
 pub use event::{CompactionView, EventView, Span, Sym};

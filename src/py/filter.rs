@@ -1,8 +1,9 @@
 //! Binding of `core::filter`.
 
-use super::error::{finish, Extracted};
+use super::error::{finish, Extracted, Outcome};
 use super::extract::{Extractor, Need};
 use crate::core::filter::{self, Item};
+use crate::core::guarded;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 
@@ -35,16 +36,21 @@ fn run<'py>(
         },
     )?;
     let views = batch.views;
-    let items = py.detach(move || filter::process_compaction_events(&views))?;
+    let items = py.detach(move || guarded(|| filter::process_compaction_events(&views)))?;
     let mut summaries: Vec<Option<Bound<'py, PyAny>>> = vec![None; batch.objects.len()];
     for index in filter::summaries_in_creation_order(&items) {
         summaries[index] = Some(make_summary.call1((&batch.objects[index],))?);
     }
-    let out = items.iter().map(|item| match *item {
-        Item::Raw(i) => &batch.objects[i],
-        Item::Summary(i) => summaries[i]
-            .as_ref()
-            .expect("every summary index was materialized above"),
-    });
+    let mut out = Vec::with_capacity(items.len());
+    for item in &items {
+        out.push(match *item {
+            Item::Raw(i) => &batch.objects[i],
+            // Every summary index was materialized above; a miss is our bug
+            // and hands the call to the reference implementation.
+            Item::Summary(i) => summaries[i]
+                .as_ref()
+                .ok_or(Outcome::Decline("internal error"))?,
+        });
+    }
     Ok(PyList::new(py, out)?)
 }

@@ -2,6 +2,7 @@
 
 use super::error::{finish, Extracted};
 use super::extract::{Extractor, Need};
+use crate::core::guarded;
 use crate::core::ranges;
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -28,7 +29,7 @@ fn run<'py>(events: &Bound<'py, PyAny>) -> Extracted<Bound<'py, PyList>> {
         },
     )?;
     let views = batch.views;
-    let kept = py.detach(move || ranges::compaction_ranges(&views));
+    let kept = py.detach(move || guarded(|| Ok(ranges::compaction_ranges(&views))))?;
     let out = PyList::empty(py);
     for r in kept {
         // Hand back google-adk's own float objects (a NaN is then the same

@@ -2,6 +2,7 @@
 
 use super::error::{finish, Extracted};
 use super::extract::{Extractor, Need};
+use crate::core::guarded;
 use crate::core::hash::FastMap;
 use crate::core::recover::{self, Recovered};
 use pyo3::prelude::*;
@@ -51,8 +52,9 @@ fn run<'py>(
     }
     let ids = std::mem::take(&mut ex.ids);
     let source_views = source.views;
-    let result =
-        py.detach(move || recover::recover_compacted_function_calls(&views, &source_views, &ids))?;
+    let result = py.detach(move || {
+        guarded(|| recover::recover_compacted_function_calls(&views, &source_views, &ids))
+    })?;
     let Some(order) = result else {
         return Ok(events.clone());
     };

@@ -2,6 +2,7 @@
 
 use super::error::{finish, Extracted};
 use super::extract::{list_of, Extractor, Need};
+use crate::core::guarded;
 use crate::core::rewind;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
@@ -32,6 +33,6 @@ fn run<'py>(events: &Bound<'py, PyAny>) -> Extracted<Bound<'py, PyList>> {
         }
     }
     let views = batch.views;
-    let kept = py.detach(move || rewind::apply_rewinds(&views));
+    let kept = py.detach(move || guarded(|| Ok(rewind::apply_rewinds(&views))))?;
     Ok(list_of(py, kept.iter().map(|&i| &batch.objects[i]))?)
 }
