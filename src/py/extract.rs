@@ -9,13 +9,13 @@
 //! timestamps) declines, and the caller falls back to google-adk's own code.
 
 use super::error::{Extracted, Outcome};
+use crate::core::hash::FastMap;
 use crate::core::{CompactionView, EventView, Span, Sym};
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyFloat, PyList, PyString, PyType};
-use std::collections::HashMap;
 
 /// The model types extraction accepts, imported once per interpreter.
 pub struct Types {
@@ -86,23 +86,6 @@ fn field<'py>(
     dict.get_item(key)?.ok_or(Outcome::Decline(what))
 }
 
-/// A field that must hold `None` or an object of exactly type `ty`; returns
-/// the object's dict.
-#[inline]
-fn optional_model<'py>(
-    dict: &Bound<'py, PyDict>,
-    key: &Bound<'py, PyString>,
-    ty: &Py<PyType>,
-    what: &'static str,
-) -> Extracted<Option<Bound<'py, PyDict>>> {
-    let value = field(dict, key, what)?;
-    if value.is_none() {
-        Ok(None)
-    } else {
-        model_dict(&value, ty, what).map(Some)
-    }
-}
-
 /// A float field: exactly `float` (Python compares ints and floats exactly,
 /// which an `f64` cannot always reproduce, so anything else declines).
 #[inline]
@@ -124,10 +107,15 @@ fn optional_float(value: &Bound<'_, PyAny>, what: &'static str) -> Extracted<Opt
 }
 
 /// Interns non-empty exact `str` values into dense symbols. Only distinct
-/// strings are copied, once each.
+/// strings are copied, once each. Events of one invocation (and a call and
+/// its response) usually share the very same `str` object, so a lookup by
+/// object address answers most queries without reading the text; addresses
+/// are stable because the caller holds every event (and so every string)
+/// for the whole extraction and no Python code runs meanwhile.
 #[derive(Default)]
 pub struct Interner {
-    map: HashMap<Box<str>, Sym>,
+    by_text: FastMap<Box<str>, Sym>,
+    by_ptr: FastMap<usize, Option<Sym>>,
 }
 
 impl Interner {
@@ -141,21 +129,27 @@ impl Interner {
         if value.is_none() {
             return Ok(None);
         }
+        let ptr = value.as_ptr() as usize;
+        if let Some(&sym) = self.by_ptr.get(&ptr) {
+            return Ok(sym);
+        }
         let s = value
             .cast_exact::<PyString>()
             .map_err(|_| Outcome::Decline(what))?;
         // Strings with lone surrogates cannot be borrowed as UTF-8; rare
         // enough to leave to the reference implementation.
         let text = s.to_str().map_err(|_| Outcome::Decline(what))?;
-        if text.is_empty() {
-            return Ok(None);
-        }
-        if let Some(&sym) = self.map.get(text) {
-            return Ok(Some(sym));
-        }
-        let sym = self.map.len() as Sym;
-        self.map.insert(text.into(), sym);
-        Ok(Some(sym))
+        let sym = if text.is_empty() {
+            None
+        } else if let Some(&sym) = self.by_text.get(text) {
+            Some(sym)
+        } else {
+            let sym = self.by_text.len() as Sym;
+            self.by_text.insert(text.into(), sym);
+            Some(sym)
+        };
+        self.by_ptr.insert(ptr, sym);
+        Ok(sym)
     }
 }
 
@@ -168,6 +162,8 @@ pub struct Need {
     pub compaction: bool,
     /// `actions.rewind_before_invocation_id`.
     pub rewind: bool,
+    /// `invocation_id`.
+    pub invocation: bool,
     /// Function call and response ids in `content.parts`.
     pub parts: bool,
 }
@@ -209,133 +205,207 @@ impl<'py> Extractor<'py> {
     }
 
     /// Extracts every event of `list`.
+    ///
+    /// Work goes stage by stage over chunks of events (all event dicts, then
+    /// all `actions`, then their dicts, ...) instead of event by event. The
+    /// reads are pointer chases through objects that are usually not in
+    /// cache (a session freshly loaded by `get_session`); within one stage
+    /// the chases of different events are independent, so the CPU overlaps
+    /// their cache misses, where an event-by-event loop waits for each.
     pub fn batch(&mut self, list: &Bound<'py, PyList>, need: Need) -> Extracted<Batch<'py>> {
-        let n = list.len();
-        let mut objects = Vec::with_capacity(n);
-        let mut views = Vec::with_capacity(n);
-        for obj in list.iter() {
-            views.push(self.event(&obj, need)?);
-            objects.push(obj);
+        // Taking the references touches each object header in a tight loop,
+        // which also overlaps those misses.
+        let objects: Vec<Bound<'py, PyAny>> = list.iter().collect();
+        let mut views = vec![EventView::default(); objects.len()];
+        let mut scratch = Scratch::default();
+        for (objs, chunk) in objects.chunks(CHUNK).zip(views.chunks_mut(CHUNK)) {
+            self.chunk(objs, chunk, need, &mut scratch)?;
         }
         Ok(Batch { objects, views })
     }
 
-    /// Extracts one event.
+    /// Extracts one event (the staged path of [`Extractor::batch`] for a
+    /// single object).
     pub fn event(&mut self, obj: &Bound<'py, PyAny>, need: Need) -> Extracted<EventView> {
+        let mut view = [EventView::default()];
+        self.chunk(
+            std::slice::from_ref(obj),
+            &mut view,
+            need,
+            &mut Scratch::default(),
+        )?;
+        Ok(view[0])
+    }
+
+    fn chunk(
+        &mut self,
+        objs: &[Bound<'py, PyAny>],
+        views: &mut [EventView],
+        need: Need,
+        s: &mut Scratch<'py>,
+    ) -> Extracted<()> {
         let py = self.py;
         let t = self.types;
-        let dict = model_dict(obj, &t.event, "not an Event")?;
-        let mut view = EventView {
-            ident: obj.as_ptr() as u64,
-            ..Default::default()
-        };
-        if need.timestamp {
-            view.timestamp = float_value(
-                &field(&dict, intern!(py, "timestamp"), "timestamp")?,
-                "timestamp",
-            )?;
+        s.clear();
+        // Stage 1: the events' dicts.
+        for (obj, view) in objs.iter().zip(views.iter_mut()) {
+            view.ident = obj.as_ptr() as u64;
+            s.dicts.push(model_dict(obj, &t.event, "not an Event")?);
         }
-        if need.compaction || need.rewind {
-            if let Some(actions) =
-                optional_model(&dict, intern!(py, "actions"), &t.actions, "actions")?
-            {
-                if need.rewind {
-                    let target = field(
-                        &actions,
-                        intern!(py, "rewind_before_invocation_id"),
-                        "rewind",
-                    )?;
-                    view.rewind_before = self.interner.optional(&target, "rewind")?;
+        // Stage 2: top-level fields.
+        for (i, dict) in s.dicts.iter().enumerate() {
+            if need.timestamp {
+                let value = field(dict, intern!(py, "timestamp"), "timestamp")?;
+                views[i].timestamp = float_value(&value, "timestamp")?;
+            }
+            if need.invocation {
+                let value = field(dict, intern!(py, "invocation_id"), "invocation_id")?;
+                views[i].invocation = self.interner.optional(&value, "invocation_id")?;
+            }
+            if need.compaction || need.rewind {
+                let actions = field(dict, intern!(py, "actions"), "actions")?;
+                if !actions.is_none() {
+                    s.inner.push((i, actions));
                 }
-                if need.compaction {
-                    if let Some(c) = optional_model(
-                        &actions,
-                        intern!(py, "compaction"),
-                        &t.compaction,
-                        "compaction",
-                    )? {
-                        view.compaction = Some(CompactionView {
-                            start: optional_float(
-                                &field(&c, intern!(py, "start_timestamp"), "start")?,
-                                "start",
-                            )?,
-                            end: optional_float(
-                                &field(&c, intern!(py, "end_timestamp"), "end")?,
-                                "end",
-                            )?,
-                            has_content: !field(&c, intern!(py, "compacted_content"), "content")?
-                                .is_none(),
-                        });
-                    }
+            }
+            if need.parts {
+                let content = field(dict, intern!(py, "content"), "content")?;
+                if !content.is_none() {
+                    s.contents.push((i, content));
                 }
             }
         }
-        if need.parts {
-            self.parts(&dict, &mut view)?;
+        // Stage 3: `actions` dicts.
+        for (i, actions) in s.inner.drain(..) {
+            s.inner_dicts
+                .push((i, model_dict(&actions, &t.actions, "actions")?));
         }
-        Ok(view)
-    }
-
-    /// `invocation_id` of an event already known to be an `Event`.
-    pub fn invocation(&mut self, obj: &Bound<'py, PyAny>) -> Extracted<Option<Sym>> {
-        let dict = model_dict(obj, &self.types.event, "not an Event")?;
-        let value = field(&dict, intern!(self.py, "invocation_id"), "invocation_id")?;
-        self.interner.optional(&value, "invocation_id")
-    }
-
-    fn parts(&mut self, dict: &Bound<'py, PyDict>, view: &mut EventView) -> Extracted<()> {
-        let py = self.py;
-        let t = self.types;
-        let Some(content) = optional_model(dict, intern!(py, "content"), &t.content, "content")?
-        else {
-            return Ok(());
-        };
-        let parts = field(&content, intern!(py, "parts"), "parts")?;
-        if parts.is_none() {
+        // Stage 4: rewind target and compaction.
+        for (i, actions) in s.inner_dicts.drain(..) {
+            if need.rewind {
+                let target = field(
+                    &actions,
+                    intern!(py, "rewind_before_invocation_id"),
+                    "rewind",
+                )?;
+                views[i].rewind_before = self.interner.optional(&target, "rewind")?;
+            }
+            if need.compaction {
+                let c = field(&actions, intern!(py, "compaction"), "compaction")?;
+                if !c.is_none() {
+                    views[i].compaction = Some(compaction_view(&c, &t.compaction)?);
+                }
+            }
+        }
+        if !need.parts {
             return Ok(());
         }
-        let parts = parts
-            .cast_exact::<PyList>()
-            .map_err(|_| Outcome::Decline("parts"))?;
-        let mut responses: Vec<Sym> = Vec::new();
-        let calls_start = self.ids.len() as u32;
-        for part in parts.iter() {
-            let part = model_dict(&part, &t.part, "part")?;
-            if let Some(call) = optional_model(
-                &part,
-                intern!(py, "function_call"),
-                &t.function_call,
-                "call",
-            )? {
+        // Stage 5: `content` dicts and their part lists.
+        for (i, content) in s.contents.drain(..) {
+            let content = model_dict(&content, &t.content, "content")?;
+            let parts = field(&content, intern!(py, "parts"), "parts")?;
+            if parts.is_none() {
+                continue;
+            }
+            let parts = parts
+                .cast_exact::<PyList>()
+                .map_err(|_| Outcome::Decline("parts"))?;
+            for part in parts.iter() {
+                s.inner.push((i, part));
+            }
+        }
+        // Stage 6: part dicts.
+        for (i, part) in s.inner.drain(..) {
+            s.inner_dicts.push((i, model_dict(&part, &t.part, "part")?));
+        }
+        // Stage 7: calls and responses of each part.
+        for (i, part) in s.inner_dicts.drain(..) {
+            let call = field(&part, intern!(py, "function_call"), "call")?;
+            let response = field(&part, intern!(py, "function_response"), "response")?;
+            s.parts.push((i, call, response));
+        }
+        // Stage 8: their ids, in part order: per event, call ids then
+        // response ids, contiguous in the arena.
+        let mut k = 0;
+        while k < s.parts.len() {
+            let i = s.parts[k].0;
+            let end = k + s.parts[k..].iter().take_while(|p| p.0 == i).count();
+            let calls_start = self.ids.len() as u32;
+            for (_, call, _) in &s.parts[k..end] {
+                if call.is_none() {
+                    continue;
+                }
+                let call = model_dict(call, &t.function_call, "call")?;
                 let id = field(&call, intern!(py, "id"), "call id")?;
                 if let Some(sym) = self.interner.optional(&id, "call id")? {
                     self.ids.push(sym);
                 }
             }
-            if let Some(resp) = optional_model(
-                &part,
-                intern!(py, "function_response"),
-                &t.function_response,
-                "response",
-            )? {
-                view.has_responses = true;
-                let id = field(&resp, intern!(py, "id"), "response id")?;
+            let responses_start = self.ids.len() as u32;
+            for (_, _, response) in &s.parts[k..end] {
+                if response.is_none() {
+                    continue;
+                }
+                views[i].has_responses = true;
+                let response = model_dict(response, &t.function_response, "response")?;
+                let id = field(&response, intern!(py, "id"), "response id")?;
                 if let Some(sym) = self.interner.optional(&id, "response id")? {
-                    responses.push(sym);
+                    self.ids.push(sym);
                 }
             }
+            let now = self.ids.len() as u32;
+            views[i].calls = Span {
+                start: calls_start,
+                len: responses_start - calls_start,
+            };
+            views[i].responses = Span {
+                start: responses_start,
+                len: now - responses_start,
+            };
+            k = end;
         }
-        view.calls = Span {
-            start: calls_start,
-            len: self.ids.len() as u32 - calls_start,
-        };
-        view.responses = Span {
-            start: self.ids.len() as u32,
-            len: responses.len() as u32,
-        };
-        self.ids.extend_from_slice(&responses);
         Ok(())
     }
+}
+
+/// Events per stage of [`Extractor::batch`]: enough independent misses to
+/// overlap, few enough that a chunk's objects stay in L1/L2 between stages.
+const CHUNK: usize = 32;
+
+/// Buffers reused across chunks.
+#[derive(Default)]
+struct Scratch<'py> {
+    dicts: Vec<Bound<'py, PyDict>>,
+    /// `(event in chunk, object)`: `actions`, then parts.
+    inner: Vec<(usize, Bound<'py, PyAny>)>,
+    inner_dicts: Vec<(usize, Bound<'py, PyDict>)>,
+    contents: Vec<(usize, Bound<'py, PyAny>)>,
+    /// `(event in chunk, function_call, function_response)` per part.
+    parts: Vec<(usize, Bound<'py, PyAny>, Bound<'py, PyAny>)>,
+}
+
+impl Scratch<'_> {
+    fn clear(&mut self) {
+        self.dicts.clear();
+        self.inner.clear();
+        self.inner_dicts.clear();
+        self.contents.clear();
+        self.parts.clear();
+    }
+}
+
+/// `actions.compaction` (known not to be `None`).
+fn compaction_view(c: &Bound<'_, PyAny>, ty: &Py<PyType>) -> Extracted<CompactionView> {
+    let py = c.py();
+    let c = model_dict(c, ty, "compaction")?;
+    Ok(CompactionView {
+        start: optional_float(
+            &field(&c, intern!(py, "start_timestamp"), "start")?,
+            "start",
+        )?,
+        end: optional_float(&field(&c, intern!(py, "end_timestamp"), "end")?, "end")?,
+        has_content: !field(&c, intern!(py, "compacted_content"), "content")?.is_none(),
+    })
 }
 
 /// A Python list of the given objects (new references to the same objects).

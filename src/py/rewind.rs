@@ -18,20 +18,16 @@ fn run<'py>(events: &Bound<'py, PyAny>) -> Extracted<Bound<'py, PyList>> {
     let py = events.py();
     let list = Extractor::list(events)?;
     let mut ex = Extractor::new(py)?;
-    let mut batch = ex.batch(
+    // Invocation ids are read in the same pass: the event's dict is in cache
+    // already, and the interner answers repeated id objects by address.
+    let batch = ex.batch(
         list,
         Need {
             rewind: true,
+            invocation: true,
             ..Need::default()
         },
     )?;
-    // Invocation ids matter only once a rewind exists (google-adk builds its
-    // index lazily too); most sessions never pay for reading them.
-    if rewind::has_rewinds(&batch.views) {
-        for (view, obj) in batch.views.iter_mut().zip(&batch.objects) {
-            view.invocation = ex.invocation(obj)?;
-        }
-    }
     let views = batch.views;
     let kept = py.detach(move || guarded(|| Ok(rewind::apply_rewinds(&views))))?;
     Ok(list_of(py, kept.iter().map(|&i| &batch.objects[i]))?)
