@@ -164,7 +164,9 @@ pub struct Need {
     pub rewind: bool,
     /// `invocation_id`.
     pub invocation: bool,
-    /// Function call and response ids in `content.parts`.
+    /// Function call and response ids in `content.parts`, and the
+    /// timestamps of the events that hold a response (the only ones
+    /// call recovery compares).
     pub parts: bool,
 }
 
@@ -345,6 +347,10 @@ impl<'py> Extractor<'py> {
             for (_, _, response) in &s.parts[k..end] {
                 if response.is_none() {
                     continue;
+                }
+                if !views[i].has_responses && !need.timestamp {
+                    let value = field(&s.dicts[i], intern!(py, "timestamp"), "timestamp")?;
+                    views[i].timestamp = float_value(&value, "timestamp")?;
                 }
                 views[i].has_responses = true;
                 let response = model_dict(response, &t.function_response, "response")?;

@@ -26,7 +26,6 @@ fn run<'py>(
     let list = Extractor::list(events)?;
     let source_list = Extractor::list(source_events)?;
     let need = Need {
-        timestamp: true,
         parts: true,
         ..Need::default()
     };
