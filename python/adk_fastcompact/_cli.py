@@ -85,9 +85,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="N",
         help="timed calls per case and side (default: 15, 7, 3 for 1k, 10k, 50k)",
     )
-    bench.add_argument(
-        "--seed", type=int, default=0, metavar="S", help="session seed (default: 0)"
-    )
+    bench.add_argument("--seed", type=int, default=0, metavar="S", help="session seed (default: 0)")
     bench.add_argument(
         "--json",
         action="store_true",
@@ -169,13 +167,9 @@ def _bench(args: argparse.Namespace) -> int:
             task = bar.add_task("starting", total=None)
 
             def progress(completed: int, total: int, description: str) -> None:
-                bar.update(
-                    task, completed=completed, total=total, description=description
-                )
+                bar.update(task, completed=completed, total=total, description=description)
 
-            rows = run_bench(
-                args.sizes, repeat=args.repeat, progress=progress, seed=args.seed
-            )
+            rows = run_bench(args.sizes, repeat=args.repeat, progress=progress, seed=args.seed)
     except BenchmarkMismatchError as error:
         stderr.print(f"[bold red]benchmark aborted:[/] {error}")
         return 1

@@ -162,9 +162,7 @@ class _Builder:
             if self.live and self.live[-1].invocation_id == invocation_id:
                 self.live[-1].last_timestamp = event.timestamp
             else:
-                self.live.append(
-                    _Invocation(invocation_id, event.timestamp, event.timestamp)
-                )
+                self.live.append(_Invocation(invocation_id, event.timestamp, event.timestamp))
         return event
 
     def _usage(self, text_chars: int) -> types.GenerateContentResponseUsageMetadata:
@@ -312,9 +310,7 @@ class _Builder:
                 role="model",
                 parts=[
                     types.Part(
-                        function_call=types.FunctionCall(
-                            id=call_id, name=name, args=args
-                        ),
+                        function_call=types.FunctionCall(id=call_id, name=name, args=args),
                         thought_signature=rng.randbytes(32),
                     )
                 ],
@@ -402,9 +398,7 @@ class _Builder:
                 compaction=EventCompaction(
                     start_timestamp=start,
                     end_timestamp=end,
-                    compacted_content=types.Content(
-                        role="model", parts=[types.Part(text=summary)]
-                    ),
+                    compacted_content=types.Content(role="model", parts=[types.Part(text=summary)]),
                 )
             ),
             usage_metadata=types.GenerateContentResponseUsageMetadata(
@@ -431,9 +425,7 @@ class _Builder:
         force_long_running = closing and not self.pending
         for step in range(max(steps, force_long_running)):
             kind = rng.random()
-            if (step == 0 and force_long_running) or (
-                kind < 0.12 and len(self.pending) < 3
-            ):
+            if (step == 0 and force_long_running) or (kind < 0.12 and len(self.pending) < 3):
                 self.long_running_step(invocation_id)
             elif kind < 0.37:
                 self.tool_step(invocation_id, parallel=rng.randint(2, 3))
