@@ -115,11 +115,12 @@ def assert_same_events(
     assert len(ours) == len(orig), f"length {len(ours)} != {len(orig)}"
     # New objects must correspond one to one.
     pairing: dict[int, int] = {}
-    for k, (a, b) in enumerate(zip(ours, orig)):
+    for k, (a, b) in enumerate(zip(ours, orig, strict=True)):
         if id(b) in known:
             assert a is b, f"position {k}: {_show(a)} is not {_show(b)}"
             continue
         assert id(a) not in known, f"position {k}: input event {_show(a)} for a new one"
+        assert a is not b, f"position {k}: {_show(b)} is neither an input nor new"
         assert pairing.setdefault(id(b), id(a)) == id(a), f"position {k}"
         assert_same_summary(a, b)
     assert len(set(pairing.values())) == len(pairing)
@@ -139,12 +140,10 @@ def assert_same_summary(ours: Event, orig: Event) -> None:
 def assert_same_ranges(ours: Any, orig: Any) -> None:
     assert type(ours) is type(orig) is list
     assert len(ours) == len(orig), f"{ours!r} != {orig!r}"
-    for a, b in zip(ours, orig):
+    for a, b in zip(ours, orig, strict=True):
         assert type(a) is type(b) is tuple and len(a) == len(b) == 3
         assert type(a[0]) is type(b[0]) is int and a[0] == b[0], f"{a!r} != {b!r}"
-        assert same_number(a[1], b[1]) and same_number(a[2], b[2]), (
-            f"{a!r} != {b!r}"
-        )
+        assert same_number(a[1], b[1]) and same_number(a[2], b[2]), f"{a!r} != {b!r}"
 
 
 def _show(event: object) -> str:

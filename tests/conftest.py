@@ -10,10 +10,9 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 
+import adk_fastcompact
 import pytest
 from hypothesis import HealthCheck, settings
-
-import adk_fastcompact
 
 _SUPPRESSED = [HealthCheck.too_slow, HealthCheck.data_too_large]
 

@@ -132,8 +132,10 @@ def draw_profile(c: Chooser, *, realistic: bool | None = None) -> Profile:
         realistic=False,
         tie=c.choice((0.0, 0.1, 0.3, 0.6)),
         disorder=c.choice((0.0, 0.05, 0.2)),
-        nan_events=c.choice((0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2)),
-        int_timestamps=c.choice((0.0, 0.0, 0.1, 0.4)),
+        nan_events=c.choice((0,) * 14 + (1, 2)),
+        # Ints and NaNs send a whole session to google-adk's own code (the
+        # Rust core declines them), so only a minority of sessions get them.
+        int_timestamps=c.choice((0.0,) * 12 + (0.02, 0.2)),
         huge=c.chance(0.08),
         compaction=c.choice((0.05, 0.15, 0.3, 0.5)),
         odd_compaction=c.choice((0.0, 0.1, 0.3)),
@@ -158,9 +160,7 @@ def _text(role: str, text: str, **part: Any) -> types.Content:
 
 
 def is_finite_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not (
-        isinstance(value, float) and math.isnan(value)
-    )
+    return isinstance(value, (int, float)) and not (isinstance(value, float) and math.isnan(value))
 
 
 class _Builder:
@@ -224,9 +224,7 @@ class _Builder:
             "long_running_tool_ids": long_running,
             "timestamp": self.ts(fresh=fresh),
             "branch": c.choice(BRANCHES) if c.chance(p.branchy) else None,
-            "isolation_scope": (
-                c.choice(SCOPES) if c.chance(p.branchy / 2) else None
-            ),
+            "isolation_scope": (c.choice(SCOPES) if c.chance(p.branchy / 2) else None),
         }
         if c.chance(p.int_timestamps):
             # Unvalidated, so the int stays an int (Event() would make it float).
@@ -252,9 +250,7 @@ class _Builder:
         self.call_ids.append(fid)
         return fid
 
-    def call_event(
-        self, n_calls: int, *, long_running: int = 0
-    ) -> list[tuple[str | None, str]]:
+    def call_event(self, n_calls: int, *, long_running: int = 0) -> list[tuple[str | None, str]]:
         """A model event with `n_calls` parallel calls, the first `long_running`
         of them long-running."""
         c = self.c
@@ -265,9 +261,7 @@ class _Builder:
         for k in range(n_calls):
             fid, name = self.call_id(), c.choice(TOOLS)
             calls.append((fid, name))
-            part = types.Part(
-                function_call=types.FunctionCall(id=fid, name=name, args={"k": k})
-            )
+            part = types.Part(function_call=types.FunctionCall(id=fid, name=name, args={"k": k}))
             if k == 0 and c.chance(0.3):
                 part.thought_signature = b"sig"
             parts.append(part)
@@ -294,9 +288,7 @@ class _Builder:
         for group in groups:
             parts = [
                 types.Part(
-                    function_response=types.FunctionResponse(
-                        id=fid, name=name, response=payload
-                    )
+                    function_response=types.FunctionResponse(id=fid, name=name, response=payload)
                 )
                 for fid, name in group
             ]
@@ -338,9 +330,7 @@ class _Builder:
         placeholder response; the real result comes later."""
         c = self.c
         calls = self.call_event(c.choice((1, 1, 2, 3)), long_running=1)
-        self.responses(
-            calls[:1], author=self.agent(), payload={"status": "pending"}, split=False
-        )
+        self.responses(calls[:1], author=self.agent(), payload={"status": "pending"}, split=False)
         if len(calls) > 1:
             self.responses(
                 calls[1:],
@@ -356,9 +346,7 @@ class _Builder:
         c = self.c
         call = self.pending.pop(c.integer(0, len(self.pending) - 1))
         self.inv = self.new_invocation()
-        self.responses(
-            [call], author="user", payload={"result": "done"}, split=False, fresh=True
-        )
+        self.responses([call], author="user", payload={"result": "done"}, split=False, fresh=True)
         if c.chance(0.7):
             self.model_text()
 
@@ -388,9 +376,7 @@ class _Builder:
         elif kind == "parts_none":
             self.emit(author=self.agent(), content=types.Content(role="model"))
         elif kind == "parts_empty":
-            self.emit(
-                author=self.agent(), content=types.Content(role="model", parts=[])
-            )
+            self.emit(author=self.agent(), content=types.Content(role="model", parts=[]))
         elif kind == "thought":
             self.emit(author=self.agent(), content=_text("model", "hm", thought=True))
         else:
@@ -423,9 +409,7 @@ class _Builder:
             "unknown": "ghost",
             "empty": "",
         }[mode]
-        self.emit(
-            author="user", actions=EventActions(rewind_before_invocation_id=target)
-        )
+        self.emit(author="user", actions=EventActions(rewind_before_invocation_id=target))
 
     # -- compactions -----------------------------------------------------
 
@@ -497,17 +481,14 @@ class _Builder:
             else:
                 lo = hi = c.choice(stamps)
         if c.chance(self.p.odd_compaction):
-            odd = c.choice(
-                (
-                    "start_none",
-                    "end_none",
-                    "both_none",
-                    "start_nan",
-                    "end_nan",
-                    "both_nan",
-                    "ints",
-                )
-            )
+            odd_kinds = ["start_none", "end_none", "both_none", "start_nan"]
+            # A NaN end is a NaN sort key and an int bound a non-float: both
+            # make the Rust core decline, so only NaN / int sessions get them.
+            if self.p.nan_events:
+                odd_kinds += ["end_nan", "both_nan"]
+            if self.p.int_timestamps:
+                odd_kinds.append("ints")
+            odd = c.choice(odd_kinds)
             if odd in ("start_none", "both_none"):
                 lo = None
             if odd in ("end_none", "both_none"):
@@ -584,9 +565,7 @@ class _Builder:
         return events
 
 
-def build_session(
-    c: Chooser, *, max_events: int, realistic: bool | None = None
-) -> Session:
+def build_session(c: Chooser, *, max_events: int, realistic: bool | None = None) -> Session:
     profile = draw_profile(c, realistic=realistic)
     n = c.integer(0, max_events)
     builder = _Builder(c, profile)
@@ -596,14 +575,10 @@ def build_session(
     return Session(builder.finish(n), profile)
 
 
-def random_session(
-    seed: int, *, max_events: int = 300, realistic: bool | None = None
-) -> Session:
+def random_session(seed: int, *, max_events: int = 300, realistic: bool | None = None) -> Session:
     """A session from a seeded plain-random generator."""
     rng = random.Random(seed)
-    return build_session(
-        RandomChooser(rng), max_events=max_events, realistic=realistic
-    )
+    return build_session(RandomChooser(rng), max_events=max_events, realistic=realistic)
 
 
 @st.composite
@@ -614,9 +589,7 @@ def sessions(
     realistic: bool | None = None,
 ) -> Session:
     """Hypothesis strategy of sessions."""
-    return build_session(
-        DrawChooser(draw), max_events=max_events, realistic=realistic
-    )
+    return build_session(DrawChooser(draw), max_events=max_events, realistic=realistic)
 
 
 def subset(c: Chooser, events: Sequence[Event]) -> list[Event]:

@@ -10,9 +10,10 @@ ours returns what the original returns, or raises the same exception.
 from __future__ import annotations
 
 import collections
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
+import adk_fastcompact as fc
 import pytest
 from compare import (
     ORIG_APPLY_REWINDS,
@@ -28,8 +29,6 @@ from compare import (
 from google.adk.events.event import Event
 from google.adk.events.event_actions import EventActions, EventCompaction
 from google.genai import types
-
-import adk_fastcompact as fc
 
 NAN = float("nan")
 
@@ -51,8 +50,68 @@ class HidingEvent(Event):
         return []
 
 
-class EventList(list):  # noqa: FURB189
+class EventList(list):
     """A user's list subclass."""
+
+
+class ReversedList(list):
+    """A list subclass whose sequence protocol presents the items reversed.
+
+    google-adk reads events only through `len`, indexing and iteration, so it
+    sees them reversed; whatever reads the list's storage directly does not.
+    """
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(list(list.__iter__(self))[::-1])
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, int):
+            return list.__getitem__(self, len(self) - 1 - index)
+        return list(self)[index]
+
+
+class HidingList(list):
+    """A list subclass whose sequence protocol shows none of its items."""
+
+    def __len__(self) -> int:
+        return 0
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(())
+
+
+class DuckEvent:
+    """Not an Event, but has everything google-adk reads from one."""
+
+    def __init__(self, event: Event) -> None:
+        for name in Event.model_fields:
+            setattr(self, name, getattr(event, name))
+
+    def get_function_calls(self) -> list[types.FunctionCall]:
+        return Event.get_function_calls(self)  # type: ignore[arg-type]
+
+    def get_function_responses(self) -> list[types.FunctionResponse]:
+        return Event.get_function_responses(self)  # type: ignore[arg-type]
+
+
+class SubPart(types.Part):
+    """A google-genai model subclass."""
+
+
+class SubContent(types.Content):
+    pass
+
+
+class SubFunctionResponse(types.FunctionResponse):
+    pass
+
+
+class SubActions(EventActions):
+    pass
+
+
+class SubCompaction(EventCompaction):
+    pass
 
 
 class Stamp(float):
@@ -62,10 +121,7 @@ class Stamp(float):
 def _call(*ids: str) -> types.Content:
     return types.Content(
         role="model",
-        parts=[
-            types.Part(function_call=types.FunctionCall(id=i, name="t", args={}))
-            for i in ids
-        ],
+        parts=[types.Part(function_call=types.FunctionCall(id=i, name="t", args={})) for i in ids],
     )
 
 
@@ -114,7 +170,9 @@ def base() -> list[Event]:
             content=_response("a", "b", status="pending"),
         ),
         Event(id="m1", invocation_id="inv-1", author="root", timestamp=4.0, content=reply),
-        Event(id="sum1", invocation_id="s-1", author="user", timestamp=5.0, actions=_summary(1.0, 4.0)),
+        Event(
+            id="sum1", invocation_id="s-1", author="user", timestamp=5.0, actions=_summary(1.0, 4.0)
+        ),
         Event(id="u2", invocation_id="inv-2", author="user", timestamp=6.0, content=text),
         Event(
             id="rewind",
@@ -123,10 +181,14 @@ def base() -> list[Event]:
             timestamp=7.0,
             actions=EventActions(rewind_before_invocation_id="inv-2"),
         ),
-        Event(id="resume", invocation_id="inv-4", author="user", timestamp=8.0, content=_response("a")),
-        Event(id="sum2", invocation_id="s-2", author="user", timestamp=9.0, actions=_summary(2.0, 3.0)),
+        Event(
+            id="resume", invocation_id="inv-4", author="user", timestamp=8.0, content=_response("a")
+        ),
+        Event(
+            id="sum2", invocation_id="s-2", author="user", timestamp=9.0, actions=_summary(2.0, 3.0)
+        ),
         Event(id="m2", invocation_id="inv-4", author="root", timestamp=10.0, content=reply),
-    ]  # fmt: skip
+    ]
 
 
 # -- the defects -------------------------------------------------------------
@@ -186,9 +248,7 @@ CASES["timestamp inf"] = _set(9, "timestamp", float("inf"))
 CASES["id empty"] = _set(1, "id", "")
 CASES["invocation_id None"] = _set(5, "invocation_id", None)
 CASES["invocation_id int"] = _set(5, "invocation_id", 2)
-CASES["rewind target int"] = lambda ev: ev[6].actions.__dict__.update(
-    rewind_before_invocation_id=2
-)
+CASES["rewind target int"] = lambda ev: ev[6].actions.__dict__.update(rewind_before_invocation_id=2)
 for _k in (0, 4, 6):
     CASES[f"actions None on {_k}"] = _set(_k, "actions", None)
 CASES["actions dict"] = _set(4, "actions", {"compaction": None})
@@ -199,12 +259,8 @@ CASES["no timestamp attribute"] = lambda ev: ev[3].__dict__.pop("timestamp")
 CASES["no actions attribute"] = lambda ev: ev[3].__dict__.pop("actions")
 CASES["parts hold None"] = lambda ev: ev[2].content.__dict__.update(parts=[None])
 CASES["content is a str"] = _set(2, "content", "text")
-CASES["call id int"] = lambda ev: ev[1].content.parts[0].function_call.__dict__.update(
-    id=5
-)
-CASES["response id int"] = lambda ev: ev[
-    7
-].content.parts[0].function_response.__dict__.update(id=5)
+CASES["call id int"] = lambda ev: ev[1].content.parts[0].function_call.__dict__.update(id=5)
+CASES["response id int"] = lambda ev: ev[7].content.parts[0].function_response.__dict__.update(id=5)
 CASES["bound None"] = _bound(4, "start_timestamp", None)
 CASES["bound NaN"] = _bound(4, "end_timestamp", NAN)
 CASES["bound str"] = _bound(4, "start_timestamp", "1.0")
@@ -243,9 +299,38 @@ def _beyond_floats(events: list[Any]) -> None:
     events[4].actions.compaction.__dict__.update(
         start_timestamp=float(big), end_timestamp=float(big)
     )
-    events[8].actions.compaction.__dict__.update(
-        start_timestamp=big + 1, end_timestamp=big + 3
+    events[8].actions.compaction.__dict__.update(start_timestamp=big + 1, end_timestamp=big + 3)
+
+
+CASES["parts tuple"] = lambda ev: ev[2].content.__dict__.update(parts=tuple(ev[2].content.parts))
+CASES["part is a dict"] = lambda ev: ev[7].content.__dict__.update(
+    parts=[{"function_response": ev[7].content.parts[0].function_response}]
+)
+CASES["Part subclass"] = lambda ev: ev[7].content.__dict__.update(
+    parts=[SubPart(**dict(p)) for p in ev[7].content.parts]
+)
+CASES["Content subclass"] = lambda ev: ev[1].__dict__.update(
+    content=SubContent(**dict(ev[1].content))
+)
+CASES["FunctionResponse subclass"] = lambda ev: (
+    ev[7]
+    .content.parts[0]
+    .__dict__.update(
+        function_response=SubFunctionResponse(**dict(ev[7].content.parts[0].function_response))
     )
+)
+CASES["EventActions subclass"] = lambda ev: [
+    ev[k].__dict__.update(actions=SubActions(**dict(ev[k].actions))) for k in (4, 6)
+]
+CASES["EventCompaction subclass"] = lambda ev: ev[4].actions.__dict__.update(
+    compaction=SubCompaction(**dict(ev[4].actions.compaction))
+)
+
+
+@case("duck-typed events")
+def _duck(events: list[Any]) -> None:
+    for k in (1, 3, 4, 7):
+        events[k] = DuckEvent(events[k])
 
 
 @case("same Event object twice")
@@ -299,7 +384,7 @@ def test_recover_compacted_function_calls(name: str) -> None:
     for view in (events, events[5:], events[:2] + events[5:], events[::-1]):
         ours = call(fc.recover_compacted_function_calls, view, events)
         orig = call(ORIG_RECOVER, view, events)
-        compare_events(ours, orig, view, returned_input=view)
+        compare_events(ours, orig, view + events, returned_input=view)
     # A clean view over a defective source, and the reverse.
     clean = base()
     for view, source in ((clean[5:], events), (events[5:], clean)):
@@ -350,6 +435,8 @@ def _views(events: list[Event]) -> dict[str, Callable[[], Any]]:
         "iterator": lambda: iter(events),
         "dict values": lambda: dict(enumerate(events)).values(),
         "list subclass": lambda: EventList(events),
+        "reversed list subclass": lambda: ReversedList(events),
+        "hiding list subclass": lambda: HidingList(events),
         "deque": lambda: collections.deque(events),
         "None": lambda: None,
         "Event": lambda: events[0],
@@ -367,9 +454,11 @@ def compare_view_outcomes(
         return
     if orig.value is orig_arg:
         assert ours.value is ours_arg
-    elif isinstance(orig.value, list) and all(
-        isinstance(item, tuple) for item in orig.value
-    ) and orig.value:
+    elif (
+        isinstance(orig.value, list)
+        and all(isinstance(item, tuple) for item in orig.value)
+        and orig.value
+    ):
         assert_same_ranges(ours.value, orig.value)
     else:
         assert_same_events(ours.value, orig.value, [events])

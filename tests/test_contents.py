@@ -13,14 +13,13 @@ import random
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import adk_fastcompact as fc
 import pytest
 from compare import assert_same_error, call, deep_equal
 from google.adk.flows.llm_flows.context import _contents
 from hypothesis import given, note, settings
 from hypothesis import strategies as st
 from strategies import AGENTS, BRANCHES, SCOPES, describe, random_session, sessions
-
-import adk_fastcompact as fc
 
 SEEDED_SESSIONS = 300
 HYPOTHESIS_EXAMPLES = 100
@@ -81,7 +80,7 @@ def test_seeded_sessions(patched: Callable[[], None]) -> None:
     baseline = [call(build, ev, params, ct) for _, ev, params, ct in cases]
     patched()
     built = compacted = 0
-    for (seed, events, params, current_turn), orig in zip(cases, baseline):
+    for (seed, events, params, current_turn), orig in zip(cases, baseline, strict=True):
         ours = call(build, events, params, current_turn)
         try:
             if assert_same_prompt(ours, orig):
@@ -89,8 +88,7 @@ def test_seeded_sessions(patched: Callable[[], None]) -> None:
                 compacted += "summary of" in repr(orig.value)
         except AssertionError as error:
             raise AssertionError(
-                f"seed {seed} params {params} current_turn={current_turn}:\n"
-                f"{describe(events)}"
+                f"seed {seed} params {params} current_turn={current_turn}:\n{describe(events)}"
             ) from error
     assert built >= SEEDED_SESSIONS * 0.8
     assert compacted >= SEEDED_SESSIONS * 0.3

@@ -11,6 +11,7 @@ import types
 from collections.abc import Callable
 from typing import Any
 
+import adk_fastcompact as fc
 import pytest
 from compare import (
     ORIG_APPLY_REWINDS,
@@ -18,8 +19,6 @@ from compare import (
     ORIG_PROCESS,
     ORIG_RECOVER,
 )
-
-import adk_fastcompact as fc
 
 ORIGINALS: dict[str, Callable[..., Any]] = {
     "_apply_rewinds": ORIG_APPLY_REWINDS,
@@ -199,9 +198,7 @@ def test_unsupported_version_warns_and_changes_nothing(
     assert_untouched(originals)
 
 
-def test_unsupported_version_strict_raises(
-    originals: Snapshot, other_adk_version: str
-) -> None:
+def test_unsupported_version_strict_raises(originals: Snapshot, other_adk_version: str) -> None:
     with pytest.raises(fc.UnsupportedAdkVersionError, match=other_adk_version):
         fc.install(strict=True)
     assert_untouched(originals)

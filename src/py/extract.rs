@@ -199,10 +199,12 @@ impl<'py> Extractor<'py> {
     }
 
     /// The list itself; other sequences decline (google-adk accepts any
-    /// iterable, and the reference implementation handles those).
+    /// iterable, and the reference implementation handles those). Exactly
+    /// `list`: a subclass may override `__iter__` / `__len__`, which
+    /// google-adk goes through and a direct read of the items would not.
     pub fn list<'a>(events: &'a Bound<'py, PyAny>) -> Extracted<&'a Bound<'py, PyList>> {
         events
-            .cast::<PyList>()
+            .cast_exact::<PyList>()
             .map_err(|_| Outcome::Decline("events is not a list"))
     }
 
