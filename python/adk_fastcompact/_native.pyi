@@ -69,9 +69,7 @@ def process_compaction_events(
       The filtered events in prompt order, or None to decline.
     """
 
-def recover_compacted_function_calls(
-    events: object, source_events: object
-) -> list[Event] | None:
+def recover_compacted_function_calls(events: object, source_events: object) -> list[Event] | None:
     """Re-injects function-call events whose responses survived compaction.
 
     Args:

@@ -42,8 +42,7 @@ def original(name: str) -> Callable[..., Any]:
         fn = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:
         raise ImportError(
-            f"google-adk has no {module_name}.{attr}; adk-fastcompact reproduces"
-            " google-adk 2.13.0"
+            f"google-adk has no {module_name}.{attr}; adk-fastcompact reproduces google-adk 2.13.0"
         ) from exc
     if getattr(fn, "__module__", "").startswith("adk_fastcompact"):
         raise ImportError(f"{module_name}.{attr} is already replaced by adk-fastcompact")
