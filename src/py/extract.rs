@@ -416,13 +416,8 @@ fn compaction_view(c: &Bound<'_, PyAny>, ty: &Py<PyType>) -> Extracted<Compactio
     })
 }
 
-/// A Python list of the given objects (new references to the same objects).
-pub fn list_of<'py, 'a>(
-    py: Python<'py>,
-    items: impl ExactSizeIterator<Item = &'a Bound<'py, PyAny>>,
-) -> PyResult<Bound<'py, PyList>>
-where
-    'py: 'a,
-{
-    PyList::new(py, items)
+/// Reads one list of events: the preamble of every single-list binding.
+pub fn read<'py>(events: &Bound<'py, PyAny>, need: Need) -> Extracted<Batch<'py>> {
+    let list = Extractor::list(events)?;
+    Extractor::new(events.py())?.batch(list, need)
 }

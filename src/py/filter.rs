@@ -1,7 +1,7 @@
 //! Binding of `core::filter`.
 
 use super::error::{finish, Extracted, Outcome};
-use super::extract::{Extractor, Need};
+use super::extract::{read, Need};
 use crate::core::filter::{self, Item};
 use crate::core::guarded;
 use pyo3::prelude::*;
@@ -25,16 +25,12 @@ fn run<'py>(
     make_summary: &Bound<'py, PyAny>,
 ) -> Extracted<Bound<'py, PyList>> {
     let py = events.py();
-    let list = Extractor::list(events)?;
-    let mut ex = Extractor::new(py)?;
-    let batch = ex.batch(
-        list,
-        Need {
-            timestamp: true,
-            compaction: true,
-            ..Need::default()
-        },
-    )?;
+    let need = Need {
+        timestamp: true,
+        compaction: true,
+        ..Need::default()
+    };
+    let batch = read(events, need)?;
     let views = batch.views;
     let items = py.detach(move || guarded(|| filter::process_compaction_events(&views)))?;
     let mut summaries: Vec<Option<Bound<'py, PyAny>>> = vec![None; batch.objects.len()];

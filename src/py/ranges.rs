@@ -1,7 +1,7 @@
 //! Binding of `core::ranges`.
 
 use super::error::{finish, Extracted};
-use super::extract::{Extractor, Need};
+use super::extract::{read, Need};
 use crate::core::guarded;
 use crate::core::ranges;
 use pyo3::intern;
@@ -19,15 +19,11 @@ pub fn get_compaction_ranges<'py>(
 
 fn run<'py>(events: &Bound<'py, PyAny>) -> Extracted<Bound<'py, PyList>> {
     let py = events.py();
-    let list = Extractor::list(events)?;
-    let mut ex = Extractor::new(py)?;
-    let batch = ex.batch(
-        list,
-        Need {
-            compaction: true,
-            ..Need::default()
-        },
-    )?;
+    let need = Need {
+        compaction: true,
+        ..Need::default()
+    };
+    let batch = read(events, need)?;
     let views = batch.views;
     let kept = py.detach(move || guarded(|| Ok(ranges::compaction_ranges(&views))))?;
     let out = PyList::empty(py);

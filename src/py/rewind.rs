@@ -1,7 +1,7 @@
 //! Binding of `core::rewind`.
 
 use super::error::{finish, Extracted};
-use super::extract::{list_of, Extractor, Need};
+use super::extract::{read, Need};
 use crate::core::guarded;
 use crate::core::rewind;
 use pyo3::prelude::*;
@@ -16,19 +16,15 @@ pub fn apply_rewinds<'py>(events: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'
 
 fn run<'py>(events: &Bound<'py, PyAny>) -> Extracted<Bound<'py, PyList>> {
     let py = events.py();
-    let list = Extractor::list(events)?;
-    let mut ex = Extractor::new(py)?;
     // Invocation ids are read in the same pass: the event's dict is in cache
     // already, and the interner answers repeated id objects by address.
-    let batch = ex.batch(
-        list,
-        Need {
-            rewind: true,
-            invocation: true,
-            ..Need::default()
-        },
-    )?;
+    let need = Need {
+        rewind: true,
+        invocation: true,
+        ..Need::default()
+    };
+    let batch = read(events, need)?;
     let views = batch.views;
     let kept = py.detach(move || guarded(|| Ok(rewind::apply_rewinds(&views))))?;
-    Ok(list_of(py, kept.iter().map(|&i| &batch.objects[i]))?)
+    Ok(PyList::new(py, kept.iter().map(|&i| &batch.objects[i]))?)
 }
