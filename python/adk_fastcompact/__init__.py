@@ -8,6 +8,10 @@ it replaces.
 
 from __future__ import annotations
 
+from ._compaction import (
+    run_compaction_for_sliding_window,
+    run_compaction_for_token_threshold_config,
+)
 from ._filtering import (
     apply_rewinds,
     get_compaction_ranges,
@@ -37,5 +41,7 @@ __all__ = [
     "installed",
     "process_compaction_events",
     "recover_compacted_function_calls",
+    "run_compaction_for_sliding_window",
+    "run_compaction_for_token_threshold_config",
     "uninstall",
 ]

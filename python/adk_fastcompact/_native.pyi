@@ -11,6 +11,7 @@ a list); the wrappers in `adk_fastcompact` then call google-adk's function.
 from collections.abc import Callable
 
 from google.adk.events.event import Event
+from google.genai.types import Content
 
 __all__ = [
     "__version__",
@@ -18,7 +19,10 @@ __all__ = [
     "decline_counts",
     "get_compaction_ranges",
     "process_compaction_events",
+    "prompt_chars_delta",
     "recover_compacted_function_calls",
+    "sliding_window",
+    "token_threshold_selection",
 ]
 
 __version__: str
@@ -79,4 +83,61 @@ def recover_compacted_function_calls(events: object, source_events: object) -> l
     Returns:
       `events` itself when nothing is re-injected, a new list otherwise, or
       None to decline.
+    """
+
+def prompt_chars_delta(
+    events: object, compaction_event: object
+) -> tuple[list[Content | None], list[Content | None]] | None:
+    """What appending a compaction to the history changes in the prompt.
+
+    Args:
+      events: The session events the compaction would be appended to.
+      compaction_event: The compaction event to price.
+
+    Returns:
+      `(removed, added)`: the request contents of the filtered-history items
+      that appending the compaction removes and adds, or None to decline.
+    """
+
+def sliding_window(
+    events: object, compaction_interval: int, overlap_size: int
+) -> (
+    tuple[
+        list[Event],
+        list[Event],
+        tuple[list[Content | None], list[Content | None], bool, Content | None] | None,
+    ]
+    | None
+):
+    """The sliding-window selection of google-adk's compactor.
+
+    Args:
+      events: `session.events`.
+      compaction_interval: New invocations that trigger a compaction.
+      overlap_size: Earlier invocations the window reaches back.
+
+    Returns:
+      `(events, events_to_compact, pricing)`: the live unscoped events, the
+      window after the function-call pairing trim, and (for a non-empty
+      window) `(removed, added, weightless_added, previous_summary)`, what
+      google-adk's weightless-summary pricing changes in the filtered
+      history; or None to decline.
+    """
+
+def token_threshold_selection(
+    events: object, isolation_scope: str | None, event_retention_size: int, agent_name: str
+) -> tuple[list[Event], list[Event], int | None, list[Event], Event | None] | None:
+    """The token-threshold selection of google-adk's compactor.
+
+    Args:
+      events: `session.events`.
+      isolation_scope: The scope compacted.
+      event_retention_size: Raw events kept uncompacted at the tail.
+      agent_name: Whose observed prompt token counts count (all when empty).
+
+    Returns:
+      `(rewound_events, events, prompt_token_count, events_to_compact,
+      seed_compaction_event)`, or None to decline. The count is None where
+      google-adk falls back to its estimate; the rolling-summary seed is not
+      in `events_to_compact` and is built from `seed_compaction_event`.
     """

@@ -20,7 +20,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from . import _filtering, _reference
+from . import _compaction, _filtering, _reference
 
 #: google-adk versions whose pure-Python behaviour this release reproduces.
 SUPPORTED_ADK_VERSIONS: tuple[str, ...] = ("2.13.0",)
@@ -34,6 +34,11 @@ _REPLACEMENTS: dict[str, Callable[..., Any]] = {
     "get_compaction_ranges": _filtering.get_compaction_ranges,
     "process_compaction_events": _filtering.process_compaction_events,
     "recover_compacted_function_calls": _filtering.recover_compacted_function_calls,
+    "prompt_chars_saved": _compaction.prompt_chars_saved,
+    "run_compaction_for_sliding_window": _compaction.run_compaction_for_sliding_window,
+    "run_compaction_for_token_threshold_config": (
+        _compaction.run_compaction_for_token_threshold_config
+    ),
 }
 
 # Modules of google-adk 2.13.0 that bind one of the names at import time.

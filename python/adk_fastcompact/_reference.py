@@ -27,6 +27,15 @@ LOCATIONS: dict[str, tuple[str, str]] = {
         "google.adk.flows.llm_flows.context._compaction",
         "_recover_compacted_function_calls",
     ),
+    "run_compaction_for_sliding_window": (
+        "google.adk.apps.compaction",
+        "_run_compaction_for_sliding_window",
+    ),
+    "prompt_chars_saved": ("google.adk.apps.compaction", "_prompt_chars_saved"),
+    "run_compaction_for_token_threshold_config": (
+        "google.adk.apps.compaction",
+        "_run_compaction_for_token_threshold_config",
+    ),
 }
 
 _resolved: dict[str, Callable[..., Any]] = {}

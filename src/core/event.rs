@@ -66,6 +66,22 @@ pub struct EventView {
     pub responses: Span,
     /// Whether any part carries a function response (with or without id).
     pub has_responses: bool,
+    /// `isolation_scope`, where `None` is Python's `None` (an empty string
+    /// is a symbol of its own here: google-adk compares scopes by equality).
+    pub scope: Option<Sym>,
+    /// Non-empty ids of the calls whose name is one of google-adk's synthetic
+    /// client / HITL function names (`adk_request_credential`, ...).
+    pub hitl_calls: Span,
+    /// `long_running_tool_ids`, non-empty ones (google-adk only ever tests
+    /// non-empty call ids against them).
+    pub long_running: Span,
+    /// Keys of `actions.requested_tool_confirmations` and
+    /// `actions.requested_auth_configs`, empty strings included.
+    pub pending: Span,
+    /// `usage_metadata.prompt_token_count`, when both are set.
+    pub prompt_tokens: Option<i64>,
+    /// `author` (an empty author is a symbol too).
+    pub author: Option<Sym>,
 }
 
 impl EventView {

@@ -100,6 +100,59 @@ pub fn summaries_in_creation_order(items: &[Item]) -> Vec<usize> {
     out
 }
 
+/// What appending `extra` to `events` changes in the filtered history:
+/// `(removed, added)`, each in index order. `Item` indices refer to
+/// `events`, and index `events.len()` to `extra`.
+///
+/// google-adk prices a compaction (`_prompt_chars_saved`) by filtering the
+/// history with and without it and serializing both in full; every item the
+/// two share has the same size on both sides (the same raw event, or the same
+/// compaction's content), so only these differences need measuring.
+pub fn presence_diff(
+    events: &[EventView],
+    extra: EventView,
+) -> Result<(Vec<Item>, Vec<Item>), CoreError> {
+    let mut before = process_compaction_events(events)?;
+    let mut with_extra = Vec::with_capacity(events.len() + 1);
+    with_extra.extend_from_slice(events);
+    with_extra.push(extra);
+    let mut after = process_compaction_events(&with_extra)?;
+    let key = |item: &Item| match *item {
+        Item::Raw(i) => (i, 0u8),
+        Item::Summary(i) => (i, 1u8),
+    };
+    before.sort_unstable_by_key(key);
+    after.sort_unstable_by_key(key);
+    let (mut removed, mut added) = (Vec::new(), Vec::new());
+    let (mut b, mut a) = (0, 0);
+    while b < before.len() || a < after.len() {
+        match (before.get(b), after.get(a)) {
+            (Some(x), Some(y)) if key(x) == key(y) => {
+                b += 1;
+                a += 1;
+            }
+            (Some(x), Some(y)) if key(x) < key(y) => {
+                removed.push(*x);
+                b += 1;
+            }
+            (Some(_), Some(y)) => {
+                added.push(*y);
+                a += 1;
+            }
+            (Some(x), None) => {
+                removed.push(*x);
+                b += 1;
+            }
+            (None, Some(y)) => {
+                added.push(*y);
+                a += 1;
+            }
+            (None, None) => unreachable!("loop condition"),
+        }
+    }
+    Ok((removed, added))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -178,6 +231,21 @@ mod tests {
             process_compaction_events(&events).unwrap(),
             vec![Item::Raw(0), Item::Summary(1)]
         );
+    }
+
+    #[test]
+    fn appending_a_compaction_removes_what_it_newly_covers() {
+        let events = vec![
+            EventView::at(1.0),
+            EventView::at(2.0),
+            compaction(2.5, 1.0, 1.0),
+            EventView::at(3.0),
+        ];
+        // Covers 1..=2: event 1 goes (event 0 was covered already), the
+        // contained summary 2 goes, the new summary 4 comes.
+        let (removed, added) = presence_diff(&events, compaction(4.0, 1.0, 2.0)).unwrap();
+        assert_eq!(removed, vec![Item::Raw(1), Item::Summary(2)]);
+        assert_eq!(added, vec![Item::Summary(4)]);
     }
 
     #[test]

@@ -9,6 +9,7 @@ pub mod hash;
 pub mod ranges;
 pub mod recover;
 pub mod rewind;
+pub mod window;
 
 #[cfg(test)]
 mod props;

@@ -15,7 +15,7 @@ use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyDict, PyFloat, PyList, PyString, PyType};
+use pyo3::types::{PyDict, PyFloat, PyInt, PyList, PySet, PyString, PyType};
 
 /// The model types extraction accepts, imported once per interpreter.
 pub struct Types {
@@ -26,6 +26,7 @@ pub struct Types {
     pub part: Py<PyType>,
     pub function_call: Py<PyType>,
     pub function_response: Py<PyType>,
+    pub usage: Py<PyType>,
 }
 
 static TYPES: PyOnceLock<Types> = PyOnceLock::new();
@@ -49,6 +50,11 @@ pub fn types(py: Python<'_>) -> PyResult<&'static Types> {
             part: import_type(py, "google.genai.types", "Part")?,
             function_call: import_type(py, "google.genai.types", "FunctionCall")?,
             function_response: import_type(py, "google.genai.types", "FunctionResponse")?,
+            usage: import_type(
+                py,
+                "google.genai.types",
+                "GenerateContentResponseUsageMetadata",
+            )?,
         })
     })
 }
@@ -106,29 +112,35 @@ fn optional_float(value: &Bound<'_, PyAny>, what: &'static str) -> Extracted<Opt
     }
 }
 
-/// Interns non-empty exact `str` values into dense symbols. Only distinct
-/// strings are copied, once each. Events of one invocation (and a call and
-/// its response) usually share the very same `str` object, so a lookup by
-/// object address answers most queries without reading the text; addresses
-/// are stable because the caller holds every event (and so every string)
-/// for the whole extraction and no Python code runs meanwhile.
-#[derive(Default)]
+/// Interns exact `str` values into dense symbols; `""` is symbol
+/// [`EMPTY`]. Only distinct strings are copied, once each. Events of one
+/// invocation (and a call and its response) usually share the very same
+/// `str` object, so a lookup by object address answers most queries without
+/// reading the text; addresses are stable because the caller holds every
+/// event (and so every string) for the whole extraction and no Python code
+/// runs meanwhile.
 pub struct Interner {
     by_text: FastMap<Box<str>, Sym>,
-    by_ptr: FastMap<usize, Option<Sym>>,
+    by_ptr: FastMap<usize, Sym>,
+}
+
+/// The symbol of the empty string.
+pub const EMPTY: Sym = 0;
+
+impl Default for Interner {
+    fn default() -> Self {
+        let mut by_text = FastMap::default();
+        by_text.insert("".into(), EMPTY);
+        Interner {
+            by_text,
+            by_ptr: FastMap::default(),
+        }
+    }
 }
 
 impl Interner {
-    /// The symbol of a `str | None` value; `None` and `""` are absent, as
-    /// google-adk tests ids for truthiness.
-    pub fn optional(
-        &mut self,
-        value: &Bound<'_, PyAny>,
-        what: &'static str,
-    ) -> Extracted<Option<Sym>> {
-        if value.is_none() {
-            return Ok(None);
-        }
+    /// The symbol of an exact `str` (the empty string included).
+    pub fn key(&mut self, value: &Bound<'_, PyAny>, what: &'static str) -> Extracted<Sym> {
         let ptr = value.as_ptr() as usize;
         if let Some(&sym) = self.by_ptr.get(&ptr) {
             return Ok(sym);
@@ -139,17 +151,53 @@ impl Interner {
         // Strings with lone surrogates cannot be borrowed as UTF-8; rare
         // enough to leave to the reference implementation.
         let text = s.to_str().map_err(|_| Outcome::Decline(what))?;
-        let sym = if text.is_empty() {
-            None
-        } else if let Some(&sym) = self.by_text.get(text) {
-            Some(sym)
-        } else {
-            let sym = self.by_text.len() as Sym;
-            self.by_text.insert(text.into(), sym);
-            Some(sym)
+        let sym = match self.by_text.get(text) {
+            Some(&sym) => sym,
+            None => {
+                let sym = self.by_text.len() as Sym;
+                self.by_text.insert(text.into(), sym);
+                sym
+            }
         };
         self.by_ptr.insert(ptr, sym);
         Ok(sym)
+    }
+
+    /// The symbol of a `str | None` value; `None` and `""` are absent, as
+    /// google-adk tests ids for truthiness.
+    pub fn optional(
+        &mut self,
+        value: &Bound<'_, PyAny>,
+        what: &'static str,
+    ) -> Extracted<Option<Sym>> {
+        if value.is_none() {
+            return Ok(None);
+        }
+        Ok(Some(self.key(value, what)?).filter(|&sym| sym != EMPTY))
+    }
+
+    /// The symbol of a non-empty `str`, `None` for `""`; a non-`str`
+    /// (`None` included) declines, because google-adk compares the value
+    /// for equality and `None != ""` there.
+    pub fn truthy_str(
+        &mut self,
+        value: &Bound<'_, PyAny>,
+        what: &'static str,
+    ) -> Extracted<Option<Sym>> {
+        Ok(Some(self.key(value, what)?).filter(|&sym| sym != EMPTY))
+    }
+
+    /// The symbol of a `str | None` value, keeping `""` (for equality tests).
+    pub fn nullable(
+        &mut self,
+        value: &Bound<'_, PyAny>,
+        what: &'static str,
+    ) -> Extracted<Option<Sym>> {
+        if value.is_none() {
+            Ok(None)
+        } else {
+            self.key(value, what).map(Some)
+        }
     }
 }
 
@@ -168,6 +216,17 @@ pub struct Need {
     /// timestamps of the events that hold a response (the only ones
     /// call recovery compares).
     pub parts: bool,
+    /// `isolation_scope`, with `actions` required not to be `None`
+    /// (google-adk reads `event.actions.compaction` unguarded in window
+    /// selection) and `invocation_id` required to be a `str` (it compares
+    /// them for equality, and `None != ""` there).
+    pub window: bool,
+    /// What the function-call pairing trim reads besides the parts: the
+    /// names of synthetic HITL calls, `long_running_tool_ids`, pending
+    /// confirmation and auth keys.
+    pub pairing: bool,
+    /// `usage_metadata.prompt_token_count` and `author`.
+    pub usage: bool,
 }
 
 /// Extracted views of one list of events plus the objects themselves (held
@@ -264,12 +323,61 @@ impl<'py> Extractor<'py> {
             }
             if need.invocation {
                 let value = field(dict, intern!(py, "invocation_id"), "invocation_id")?;
-                views[i].invocation = self.interner.optional(&value, "invocation_id")?;
+                views[i].invocation = if need.window {
+                    self.interner.truthy_str(&value, "invocation_id")?
+                } else {
+                    self.interner.optional(&value, "invocation_id")?
+                };
             }
-            if need.compaction || need.rewind {
+            if need.window {
+                let scope = field(dict, intern!(py, "isolation_scope"), "isolation_scope")?;
+                views[i].scope = self.interner.nullable(&scope, "isolation_scope")?;
+            }
+            if need.pairing {
+                let long_running =
+                    field(dict, intern!(py, "long_running_tool_ids"), "long_running")?;
+                if !long_running.is_none() {
+                    let set = long_running
+                        .cast_exact::<PySet>()
+                        .map_err(|_| Outcome::Decline("long_running"))?;
+                    let start = self.ids.len() as u32;
+                    for id in set.iter() {
+                        if let Some(sym) = self.interner.optional(&id, "long_running")? {
+                            self.ids.push(sym);
+                        }
+                    }
+                    views[i].long_running = span_from(start, &self.ids);
+                }
+            }
+            if need.usage {
+                let author = field(dict, intern!(py, "author"), "author")?;
+                views[i].author = self.interner.optional(&author, "author")?;
+                let usage = field(dict, intern!(py, "usage_metadata"), "usage_metadata")?;
+                if !usage.is_none() {
+                    let usage = model_dict(&usage, &t.usage, "usage_metadata")?;
+                    let count = field(
+                        &usage,
+                        intern!(py, "prompt_token_count"),
+                        "prompt_token_count",
+                    )?;
+                    if !count.is_none() {
+                        let count = count
+                            .cast_exact::<PyInt>()
+                            .map_err(|_| Outcome::Decline("prompt_token_count"))?;
+                        views[i].prompt_tokens = Some(
+                            count
+                                .extract::<i64>()
+                                .map_err(|_| Outcome::Decline("prompt_token_count"))?,
+                        );
+                    }
+                }
+            }
+            if need.compaction || need.rewind || need.window || need.pairing {
                 let actions = field(dict, intern!(py, "actions"), "actions")?;
                 if !actions.is_none() {
                     s.inner.push((i, actions));
+                } else if need.window {
+                    return Err(Outcome::Decline("actions is None"));
                 }
             }
             if need.parts {
@@ -299,6 +407,26 @@ impl<'py> Extractor<'py> {
                 if !c.is_none() {
                     views[i].compaction = Some(compaction_view(&c, &t.compaction)?);
                 }
+            }
+            if need.pairing {
+                let start = self.ids.len() as u32;
+                for key in [
+                    intern!(py, "requested_tool_confirmations"),
+                    intern!(py, "requested_auth_configs"),
+                ] {
+                    let pending = field(&actions, key, "pending")?;
+                    if pending.is_none() {
+                        continue;
+                    }
+                    let pending = pending
+                        .cast_exact::<PyDict>()
+                        .map_err(|_| Outcome::Decline("pending"))?;
+                    for k in pending.keys() {
+                        let sym = self.interner.key(&k, "pending")?;
+                        self.ids.push(sym);
+                    }
+                }
+                views[i].pending = span_from(start, &self.ids);
             }
         }
         if !need.parts {
@@ -343,6 +471,12 @@ impl<'py> Extractor<'py> {
                 let id = field(&call, intern!(py, "id"), "call id")?;
                 if let Some(sym) = self.interner.optional(&id, "call id")? {
                     self.ids.push(sym);
+                    if need.pairing {
+                        let name = field(&call, intern!(py, "name"), "call name")?;
+                        if is_client_function_name(&name)? {
+                            s.hitl.push(sym);
+                        }
+                    }
                 }
             }
             let responses_start = self.ids.len() as u32;
@@ -370,6 +504,10 @@ impl<'py> Extractor<'py> {
                 start: responses_start,
                 len: now - responses_start,
             };
+            if !s.hitl.is_empty() {
+                self.ids.append(&mut s.hitl);
+                views[i].hitl_calls = span_from(now, &self.ids);
+            }
             k = end;
         }
         Ok(())
@@ -390,6 +528,8 @@ struct Scratch<'py> {
     contents: Vec<(usize, Bound<'py, PyAny>)>,
     /// `(event in chunk, function_call, function_response)` per part.
     parts: Vec<(usize, Bound<'py, PyAny>, Bound<'py, PyAny>)>,
+    /// Synthetic HITL call ids of the event being read.
+    hitl: Vec<Sym>,
 }
 
 impl Scratch<'_> {
@@ -399,7 +539,36 @@ impl Scratch<'_> {
         self.inner_dicts.clear();
         self.contents.clear();
         self.parts.clear();
+        self.hitl.clear();
     }
+}
+
+/// The span from `start` to the arena's end.
+fn span_from(start: u32, arena: &[Sym]) -> Span {
+    Span {
+        start,
+        len: arena.len() as u32 - start,
+    }
+}
+
+/// google-adk's `CLIENT_FUNCTION_CALL_NAMES`: the synthetic calls it issues
+/// for credentials, confirmations and input requests.
+const CLIENT_FUNCTION_CALL_NAMES: [&str; 3] = [
+    "adk_request_credential",
+    "adk_request_confirmation",
+    "adk_request_input",
+];
+
+/// Whether a call's `name` (`str | None`) is a synthetic client call name.
+fn is_client_function_name(name: &Bound<'_, PyAny>) -> Extracted<bool> {
+    if name.is_none() {
+        return Ok(false);
+    }
+    let name = name
+        .cast_exact::<PyString>()
+        .map_err(|_| Outcome::Decline("call name"))?;
+    let text = name.to_str().map_err(|_| Outcome::Decline("call name"))?;
+    Ok(CLIENT_FUNCTION_CALL_NAMES.contains(&text))
 }
 
 /// `actions.compaction` (known not to be `None`).

@@ -1,9 +1,10 @@
 //! Binding of `core::filter`.
 
 use super::error::{finish, Extracted, Outcome};
-use super::extract::{read, Need};
+use super::extract::{read, Extractor, Need};
 use crate::core::filter::{self, Item};
 use crate::core::guarded;
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 
@@ -49,4 +50,56 @@ fn run<'py>(
         });
     }
     Ok(PyList::new(py, out)?)
+}
+
+/// The request content an item of the filtered history carries: a raw
+/// event's `content`, a summary's `compacted_content`.
+pub fn request_content<'py>(event: &Bound<'py, PyAny>, item: Item) -> PyResult<Bound<'py, PyAny>> {
+    let py = event.py();
+    match item {
+        Item::Raw(_) => event.getattr(intern!(py, "content")),
+        Item::Summary(_) => event
+            .getattr(intern!(py, "actions"))?
+            .getattr(intern!(py, "compaction"))?
+            .getattr(intern!(py, "compacted_content")),
+    }
+}
+
+/// For `_prompt_chars_saved`: `(removed, added)`, the request contents
+/// (`Content | None`) that appending `compaction_event` to `events` removes
+/// from and adds to the filtered history, or `None` to decline.
+#[pyfunction]
+pub fn prompt_chars_delta<'py>(
+    events: &Bound<'py, PyAny>,
+    compaction_event: &Bound<'py, PyAny>,
+) -> PyResult<Option<(Bound<'py, PyList>, Bound<'py, PyList>)>> {
+    finish(run_delta(events, compaction_event))
+}
+
+fn run_delta<'py>(
+    events: &Bound<'py, PyAny>,
+    compaction_event: &Bound<'py, PyAny>,
+) -> Extracted<(Bound<'py, PyList>, Bound<'py, PyList>)> {
+    let py = events.py();
+    let need = Need {
+        timestamp: true,
+        compaction: true,
+        ..Need::default()
+    };
+    let list = Extractor::list(events)?;
+    let mut ex = Extractor::new(py)?;
+    let mut batch = ex.batch(list, need)?;
+    let extra = ex.event(compaction_event, need)?;
+    batch.objects.push(compaction_event.clone());
+    let views = std::mem::take(&mut batch.views);
+    let (removed, added) = py.detach(move || guarded(|| filter::presence_diff(&views, extra)))?;
+    let contents = |items: &[Item]| -> PyResult<Bound<'py, PyList>> {
+        let out = PyList::empty(py);
+        for &item in items {
+            let (Item::Raw(i) | Item::Summary(i)) = item;
+            out.append(request_content(&batch.objects[i], item)?)?;
+        }
+        Ok(out)
+    };
+    Ok((contents(&removed)?, contents(&added)?))
 }

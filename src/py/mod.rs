@@ -7,6 +7,7 @@ mod filter;
 mod ranges;
 mod recover;
 mod rewind;
+mod window;
 
 use pyo3::prelude::*;
 
@@ -17,9 +18,12 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(rewind::apply_rewinds, m)?)?;
     m.add_function(wrap_pyfunction!(ranges::get_compaction_ranges, m)?)?;
     m.add_function(wrap_pyfunction!(filter::process_compaction_events, m)?)?;
+    m.add_function(wrap_pyfunction!(filter::prompt_chars_delta, m)?)?;
     m.add_function(wrap_pyfunction!(
         recover::recover_compacted_function_calls,
         m
     )?)?;
+    m.add_function(wrap_pyfunction!(window::sliding_window, m)?)?;
+    m.add_function(wrap_pyfunction!(window::token_threshold_selection, m)?)?;
     Ok(())
 }

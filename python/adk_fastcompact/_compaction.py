@@ -1,0 +1,221 @@
+"""Rust-backed drop-ins for google-adk's compaction entry points.
+
+`run_compaction_for_sliding_window` and
+`run_compaction_for_token_threshold_config` keep google-adk 2.13.0's control
+flow step for step: the same early returns, the same summarizer input in the
+same order, the same telemetry span (google-adk's own
+`_summarize_events_with_trace`), the same appended or yielded event. What
+moves to Rust is the selection over the whole session: rewinds, isolation
+scope, the window or the token-threshold candidates, the function-call
+pairing trim and the observed prompt token count, computed in one pass.
+
+The Rust selection is a pure function of `session.events` and the config, so
+it is computed before anything with side effects runs; when Rust declines the
+input (see `_native`), the whole call is handed to google-adk's own function.
+google-adk helpers that still run in Python (the "worth compacting" check,
+the token estimate, the summarizer) are looked up on their module at call
+time, so they pick up any patch.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncGenerator
+from typing import Any
+
+from google.adk.apps import compaction as _adk
+from google.adk.events.event import Event
+from google.genai import types
+
+from . import _native, _reference
+
+# The serialized size of google-adk's weightless summary content.
+_EMPTY_SUMMARY_SIZE = len(
+    types.Content(role="model", parts=[]).model_dump_json(exclude_none=True, fallback=str)
+)
+
+# google-adk's own logger for these messages, so log filters keep working.
+logger = logging.getLogger("google_adk." + _adk.__name__)
+
+
+def _is_int(value: object) -> bool:
+    return type(value) is int
+
+
+def _worth_compacting(pricing: Any) -> bool:
+    """google-adk's `_is_range_worth_compacting`, from Rust's presence diff.
+
+    google-adk prices the range with a weightless summary Event (drawing two
+    ids from the id provider), filters and serializes the whole history with
+    and without it, and compares the saving with the size of the latest
+    summary. Rust found which items the weightless summary removes and adds;
+    only those are measured here, and the two ids are drawn as google-adk
+    draws them so that id providers see the same sequence.
+    """
+    Event.new_id()  # the weightless summary's invocation_id
+    Event.new_id()  # and its own id
+    removed, added, weightless_added, previous = pricing
+    removable = sum(map(_content_size, removed)) - sum(map(_content_size, added))
+    if weightless_added:
+        removable -= _EMPTY_SUMMARY_SIZE
+    return removable > _content_size(previous)
+
+
+async def run_compaction_for_sliding_window(
+    app: Any, session: Any, session_service: Any
+) -> AsyncGenerator[Event, None]:
+    """Same as `google.adk.apps.compaction._run_compaction_for_sliding_window`."""
+    config = app.events_compaction_config
+    sliding = config is not None and _adk._has_sliding_window_config(config)
+    interval = config.compaction_interval if sliding else 1
+    overlap = config.overlap_size if sliding else 0
+    selected = None
+    if _is_int(interval) and _is_int(overlap):
+        selected = _native.sliding_window(session.events, interval, overlap)
+    if selected is None:
+        original = _reference.original("run_compaction_for_sliding_window")
+        async for event in original(app, session, session_service):
+            yield event
+        return
+    events, events_to_compact, pricing = selected
+    if not events:
+        return
+    if config is None:
+        return
+
+    if _adk._has_token_threshold_config(config):
+        token_compacted = await _adk._run_compaction_for_token_threshold(
+            app, session, session_service
+        )
+        if token_compacted:
+            return
+
+    if not sliding:
+        return
+    if not events_to_compact:
+        return
+    if not _worth_compacting(pricing):
+        return
+    if app.root_agent is None:
+        return
+    _adk._ensure_compaction_summarizer(config=config, agent=app.root_agent)
+    if config.summarizer is None:
+        return
+
+    compaction_event = await _adk._summarize_events_with_trace(
+        session=session,
+        config=config,
+        events=events,
+        events_to_compact=events_to_compact,
+        trigger="sliding_window",
+    )
+    logger.debug("Event compactor finished.")
+    if compaction_event:
+        yield compaction_event
+
+
+async def run_compaction_for_token_threshold_config(
+    *,
+    config: Any,
+    session: Any,
+    session_service: Any,
+    agent: Any,
+    agent_name: str = "",
+    current_branch: str | None = None,
+    isolation_scope: str | None = None,
+) -> bool:
+    """Same as `google.adk.apps.compaction._run_compaction_for_token_threshold_config`."""
+    if not _adk._has_token_threshold_config(config):
+        return False
+    if config is None:
+        return False
+    if config.token_threshold is None or config.event_retention_size is None:
+        return False
+
+    selected = None
+    if _is_int(config.event_retention_size):
+        selected = _native.token_threshold_selection(
+            session.events, isolation_scope, config.event_retention_size, agent_name
+        )
+    if selected is None:
+        original = _reference.original("run_compaction_for_token_threshold_config")
+        return await original(
+            config=config,
+            session=session,
+            session_service=session_service,
+            agent=agent,
+            agent_name=agent_name,
+            current_branch=current_branch,
+            isolation_scope=isolation_scope,
+        )
+    rewound_events, events, prompt_token_count, events_to_compact, seed_from = selected
+
+    if prompt_token_count is None:
+        prompt_token_count = _adk._estimate_prompt_token_count(
+            events=rewound_events,
+            current_branch=current_branch,
+            agent_name=agent_name,
+            isolation_scope=isolation_scope,
+        )
+    if prompt_token_count is None or prompt_token_count < config.token_threshold:
+        return False
+
+    if not events_to_compact:
+        return False
+    if seed_from is not None:
+        # The rolling-summary seed, built as google-adk builds it (two ids
+        # drawn from the id provider, in this order).
+        compaction = seed_from.actions.compaction
+        seed_event = Event(
+            timestamp=compaction.start_timestamp,
+            author="model",
+            content=compaction.compacted_content,
+            branch=seed_from.branch,
+            isolation_scope=seed_from.isolation_scope,
+            invocation_id=Event.new_id(),
+        )
+        events_to_compact = [seed_event, *events_to_compact]
+
+    if not _adk._is_range_worth_compacting(events=events, events_to_compact=events_to_compact):
+        return False
+
+    _adk._ensure_compaction_summarizer(config=config, agent=agent)
+    if config.summarizer is None:
+        return False
+
+    compaction_event = await _adk._summarize_events_with_trace(
+        session=session,
+        config=config,
+        events=events,
+        events_to_compact=events_to_compact,
+        trigger="token_threshold",
+    )
+    if compaction_event:
+        compaction_event.isolation_scope = isolation_scope
+        await session_service.append_event(session=session, event=compaction_event)
+        logger.debug("Token-threshold event compactor finished.")
+        return True
+    return False
+
+
+def _content_size(content: Any) -> int:
+    # google-adk's `_serialized_size` measure of one request content.
+    if content is None:
+        return 0
+    return len(content.model_dump_json(exclude_none=True, fallback=str))
+
+
+def prompt_chars_saved(*, events: list[Event], compaction_event: Event) -> int:
+    """Same as `google.adk.apps.compaction._prompt_chars_saved`.
+
+    google-adk filters the history with and without the compaction and
+    serializes both in full; the items the two share have equal sizes, so
+    Rust finds the items whose presence changes and only those are measured.
+    """
+    delta = _native.prompt_chars_delta(events, compaction_event)
+    if delta is None:
+        return _reference.original("prompt_chars_saved")(
+            events=events, compaction_event=compaction_event
+        )
+    removed, added = delta
+    return sum(map(_content_size, removed)) - sum(map(_content_size, added))

@@ -1,0 +1,248 @@
+//! Binding of `core::window`.
+
+use super::error::{finish, Extracted, Outcome};
+use super::extract::{Extractor, Need};
+use super::filter::request_content;
+use crate::core::filter::{self, Item};
+use crate::core::ranges;
+use crate::core::window::{self, SlidingWindow};
+use crate::core::{guarded, rewind, EventView};
+use pyo3::prelude::*;
+use pyo3::types::PyList;
+
+/// What window selection reads of every event.
+const LIGHT: Need = Need {
+    timestamp: true,
+    compaction: true,
+    rewind: true,
+    invocation: true,
+    parts: false,
+    window: true,
+    pairing: false,
+    usage: false,
+};
+
+/// ... and of the events whose function calls it pairs.
+const FULL: Need = Need {
+    parts: true,
+    ..LIGHT
+};
+
+/// The live events of the session: rewinds applied, then only those `keep`s.
+fn live(views: &[EventView], keep: impl Fn(&EventView) -> bool) -> Vec<usize> {
+    rewind::apply_rewinds(views)
+        .into_iter()
+        .filter(|&i| keep(&views[i]))
+        .collect()
+}
+
+fn objects_of<'py>(
+    py: Python<'py>,
+    all: &[Bound<'py, PyAny>],
+    idx: &[usize],
+) -> PyResult<Bound<'py, PyList>> {
+    PyList::new(py, idx.iter().map(|&i| &all[i]))
+}
+
+/// What a sliding-window call needs besides the events: `(removed, added,
+/// weightless_added, previous_summary)` for google-adk's "worth compacting"
+/// check; see `run_compaction_for_sliding_window` in Python.
+type Pricing<'py> = (
+    Bound<'py, PyList>,
+    Bound<'py, PyList>,
+    bool,
+    Option<Bound<'py, PyAny>>,
+);
+
+/// `(events, events_to_compact, pricing)`.
+type SlidingOut<'py> = (Bound<'py, PyList>, Bound<'py, PyList>, Option<Pricing<'py>>);
+
+/// The sliding window of `_run_compaction_for_sliding_window`, or `None` to
+/// decline.
+///
+/// Returns `events` (the session's live unscoped events), the window after
+/// the pairing trim, and, when the window is not empty, what pricing it with
+/// google-adk's weightless summary changes in the filtered history: the
+/// request contents removed and added (besides the weightless summary's own
+/// empty content, flagged separately) and the latest surviving summary's
+/// compacted content.
+#[pyfunction]
+pub fn sliding_window<'py>(
+    events: &Bound<'py, PyAny>,
+    compaction_interval: i64,
+    overlap_size: i64,
+) -> PyResult<Option<SlidingOut<'py>>> {
+    finish(run_sliding(events, compaction_interval, overlap_size))
+}
+
+fn run_sliding<'py>(
+    events: &Bound<'py, PyAny>,
+    interval: i64,
+    overlap: i64,
+) -> Extracted<SlidingOut<'py>> {
+    let py = events.py();
+    // google-adk validates these ranges; outside them its behaviour is its own.
+    let (Ok(interval @ 1..), Ok(overlap)) = (usize::try_from(interval), usize::try_from(overlap))
+    else {
+        return Err(Outcome::Decline("config out of range"));
+    };
+    let cfg = SlidingWindow { interval, overlap };
+    let list = Extractor::list(events)?;
+    let mut ex = Extractor::new(py)?;
+    // Function-call data (content parts) is read only where the decision
+    // looks at it: the window, and the whole live session only when the
+    // pairing trim needs its second pass.
+    let batch = ex.batch(list, LIGHT)?;
+    let objects = batch.objects;
+    let mut views = batch.views;
+    let live = live(&views, |e| e.scope.is_none());
+    let candidates = guarded(|| Ok(window::sliding_window_candidates(&views, &live, cfg)))?;
+    let mut full = vec![false; views.len()];
+    for &i in &candidates {
+        views[i] = ex.event(&objects[i], FULL)?;
+        full[i] = true;
+    }
+    let (strict, settled) = guarded(|| Ok(window::strict_prefix(&views, &ex.ids, &candidates)))?;
+    let keep = if settled {
+        strict
+    } else {
+        for &i in &live {
+            if !full[i] {
+                views[i] = ex.event(&objects[i], FULL)?;
+            }
+        }
+        guarded(|| {
+            Ok(window::longest_self_contained_prefix(
+                &views,
+                &ex.ids,
+                &candidates,
+                Some(&live),
+            ))
+        })?
+    };
+    let to_compact = &candidates[..keep];
+    let pricing = if to_compact.is_empty() {
+        None
+    } else {
+        Some(price(py, &objects, &views, &live, to_compact)?)
+    };
+    Ok((
+        objects_of(py, &objects, &live)?,
+        objects_of(py, &objects, to_compact)?,
+        pricing,
+    ))
+}
+
+/// What google-adk's `_is_range_worth_compacting` measures, as presence
+/// changes of the filtered live history when the weightless summary of
+/// `range` is appended.
+fn price<'py>(
+    py: Python<'py>,
+    objects: &[Bound<'py, PyAny>],
+    views: &[EventView],
+    live: &[usize],
+    range: &[usize],
+) -> Extracted<Pricing<'py>> {
+    let live_views: Vec<EventView> = live.iter().map(|&i| views[i]).collect();
+    let weightless =
+        window::weightless_compaction(views, range).ok_or(Outcome::Decline("internal error"))?;
+    let (removed, added) = guarded(|| filter::presence_diff(&live_views, weightless))?;
+    let previous = ranges::compaction_ranges(&live_views)
+        .last()
+        .map(|r| live[r.index]);
+    let contents = |items: &[Item]| -> PyResult<Bound<'py, PyList>> {
+        let out = PyList::empty(py);
+        for &item in items {
+            let (Item::Raw(k) | Item::Summary(k)) = item;
+            if k < live.len() {
+                out.append(request_content(&objects[live[k]], item)?)?;
+            }
+        }
+        Ok(out)
+    };
+    let weightless_added = added.contains(&Item::Summary(live.len()));
+    let previous = match previous {
+        Some(i) => Some(request_content(&objects[i], Item::Summary(i))?),
+        None => None,
+    };
+    Ok((
+        contents(&removed)?,
+        contents(&added)?,
+        weightless_added,
+        previous,
+    ))
+}
+
+/// What the token-threshold path decides before the summarizer.
+type TokenOut<'py> = (
+    Bound<'py, PyList>,
+    Bound<'py, PyList>,
+    Option<i64>,
+    Bound<'py, PyList>,
+    Option<Bound<'py, PyAny>>,
+);
+
+/// The token-threshold inputs of `_run_compaction_for_token_threshold_config`:
+/// `(rewound_events, events, observed_prompt_token_count, events_to_compact,
+/// seed_compaction_event)`, or `None` to decline. `events` are the rewound
+/// events of `isolation_scope`; the count is `None` where google-adk falls
+/// back to its estimate; `events_to_compact` excludes the rolling-summary
+/// seed, which google-adk builds from `seed_compaction_event` when set.
+#[pyfunction]
+pub fn token_threshold_selection<'py>(
+    events: &Bound<'py, PyAny>,
+    isolation_scope: &Bound<'py, PyAny>,
+    event_retention_size: i64,
+    agent_name: &Bound<'py, PyAny>,
+) -> PyResult<Option<TokenOut<'py>>> {
+    finish(run_token(
+        events,
+        isolation_scope,
+        event_retention_size,
+        agent_name,
+    ))
+}
+
+fn run_token<'py>(
+    events: &Bound<'py, PyAny>,
+    isolation_scope: &Bound<'py, PyAny>,
+    retention: i64,
+    agent_name: &Bound<'py, PyAny>,
+) -> Extracted<TokenOut<'py>> {
+    let py = events.py();
+    let Ok(retention) = usize::try_from(retention) else {
+        return Err(Outcome::Decline("config out of range"));
+    };
+    let list = Extractor::list(events)?;
+    let mut ex = Extractor::new(py)?;
+    let batch = ex.batch(
+        list,
+        Need {
+            usage: true,
+            ..FULL
+        },
+    )?;
+    let scope = ex.interner.nullable(isolation_scope, "isolation_scope")?;
+    let agent = ex.interner.optional(agent_name, "agent_name")?;
+    let (views, ids) = (batch.views, std::mem::take(&mut ex.ids));
+    let (rewound, scoped, count, selection) = py.detach(move || {
+        guarded(|| {
+            let rewound = live(&views, |_| true);
+            let scoped: Vec<usize> = rewound
+                .iter()
+                .copied()
+                .filter(|&i| views[i].scope == scope)
+                .collect();
+            let count = window::latest_prompt_token_count(&views, &scoped, agent);
+            let selection = window::token_threshold_selection(&views, &ids, &scoped, retention);
+            Ok((rewound, scoped, count, selection))
+        })
+    })?;
+    Ok((
+        objects_of(py, &batch.objects, &rewound)?,
+        objects_of(py, &batch.objects, &scoped)?,
+        count,
+        objects_of(py, &batch.objects, &selection.to_compact)?,
+        selection.seed_from.map(|i| batch.objects[i].clone()),
+    ))
+}
