@@ -541,6 +541,11 @@ fn weightless_compaction_uses_python_min_and_max() {
     assert_eq!(bounds(&[3.0, 1.0, 2.0]), Some((1.0, 3.0)));
     // A later NaN never compares smaller or larger; a first NaN is kept.
     assert_eq!(bounds(&[1.0, NAN, 0.0]), Some((0.0, 1.0)));
+    // Ties keep the first element: min/max of [0.0, -0.0] are both 0.0.
+    let (lo, hi) = bounds(&[0.0, -0.0]).unwrap();
+    assert!(lo.is_sign_positive() && hi.is_sign_positive());
+    let (lo, hi) = bounds(&[-0.0, 0.0]).unwrap();
+    assert!(lo.is_sign_negative() && hi.is_sign_negative());
     let (lo, hi) = bounds(&[NAN, 1.0]).unwrap();
     assert!(lo.is_nan() && hi.is_nan());
 }
@@ -620,6 +625,15 @@ fn token_seed_is_the_latest_surviving_compaction() {
         ev(13.0, A),
     ];
     assert_eq!(tok(&evs, &all(&evs), 0), sel(vec![2, 3], Some(0)));
+    // Of partly overlapping survivors, the latest in stream order counts,
+    // even when its end is earlier.
+    let evs = vec![
+        comp(5.5, Some(2.0), Some(5.0)),
+        comp(6.0, Some(0.0), Some(3.0)),
+        ev(4.0, A),
+        ev(7.0, A),
+    ];
+    assert_eq!(tok(&evs, &all(&evs), 0), sel(vec![2, 3], Some(1)));
 }
 
 #[test]
