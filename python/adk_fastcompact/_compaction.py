@@ -25,6 +25,7 @@ from typing import Any
 
 from google.adk.apps import compaction as _adk
 from google.adk.events.event import Event
+from google.adk.platform import uuid as _platform_uuid
 from google.genai import types
 
 from . import _native, _reference
@@ -42,6 +43,20 @@ def _is_int(value: object) -> bool:
     return type(value) is int
 
 
+def _draw_ids(count: int) -> None:
+    """Draws `count` ids from google-adk's id provider, as its code would.
+
+    google-adk builds throw-away Events while pricing a compaction, and each
+    draws an id. With a custom provider (a counter, say) skipping those draws
+    would shift every later id, so they are drawn; with the default provider
+    (random UUIDs, no state anyone can observe) they are skipped.
+    """
+    if _platform_uuid._id_provider_context_var.get() is _platform_uuid._default_id_provider:
+        return
+    for _ in range(count):
+        Event.new_id()
+
+
 def _worth_compacting(pricing: Any) -> bool:
     """google-adk's `_is_range_worth_compacting`, from Rust's presence diff.
 
@@ -49,12 +64,13 @@ def _worth_compacting(pricing: Any) -> bool:
     ids from the id provider), filters and serializes the whole history with
     and without it, and compares the saving with the size of the latest
     summary. Rust found which items the weightless summary removes and adds;
-    only those are measured here, and the two ids are drawn as google-adk
-    draws them so that id providers see the same sequence.
+    only those are measured here, and the ids google-adk draws on the way
+    are drawn too (see `_draw_ids`).
     """
-    Event.new_id()  # the weightless summary's invocation_id
-    Event.new_id()  # and its own id
-    removed, added, weightless_added, previous = pricing
+    removed, added, weightless_added, previous, materialized = pricing
+    # The weightless summary's invocation_id and id, then one id per summary
+    # google-adk materializes while filtering the history twice.
+    _draw_ids(2 + materialized)
     removable = sum(map(_content_size, removed)) - sum(map(_content_size, added))
     if weightless_added:
         removable -= _EMPTY_SUMMARY_SIZE
@@ -217,5 +233,6 @@ def prompt_chars_saved(*, events: list[Event], compaction_event: Event) -> int:
         return _reference.original("prompt_chars_saved")(
             events=events, compaction_event=compaction_event
         )
-    removed, added = delta
+    removed, added, materialized = delta
+    _draw_ids(materialized)
     return sum(map(_content_size, removed)) - sum(map(_content_size, added))

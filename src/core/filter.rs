@@ -108,10 +108,7 @@ pub fn summaries_in_creation_order(items: &[Item]) -> Vec<usize> {
 /// history with and without it and serializing both in full; every item the
 /// two share has the same size on both sides (the same raw event, or the same
 /// compaction's content), so only these differences need measuring.
-pub fn presence_diff(
-    events: &[EventView],
-    extra: EventView,
-) -> Result<(Vec<Item>, Vec<Item>), CoreError> {
+pub fn presence_diff(events: &[EventView], extra: EventView) -> Result<PresenceDiff, CoreError> {
     let mut before = process_compaction_events(events)?;
     let mut with_extra = Vec::with_capacity(events.len() + 1);
     with_extra.extend_from_slice(events);
@@ -121,6 +118,13 @@ pub fn presence_diff(
         Item::Raw(i) => (i, 0u8),
         Item::Summary(i) => (i, 1u8),
     };
+    let summaries = |items: &[Item]| {
+        items
+            .iter()
+            .filter(|i| matches!(i, Item::Summary(_)))
+            .count()
+    };
+    let materialized = summaries(&before) + summaries(&after);
     before.sort_unstable_by_key(key);
     after.sort_unstable_by_key(key);
     let (mut removed, mut added) = (Vec::new(), Vec::new());
@@ -150,7 +154,23 @@ pub fn presence_diff(
             (None, None) => unreachable!("loop condition"),
         }
     }
-    Ok((removed, added))
+    Ok(PresenceDiff {
+        removed,
+        added,
+        materialized,
+    })
+}
+
+/// Result of [`presence_diff`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PresenceDiff {
+    /// Items present without `extra` and absent with it, in index order.
+    pub removed: Vec<Item>,
+    /// Items present only with `extra`, in index order.
+    pub added: Vec<Item>,
+    /// Summaries google-adk materializes (and draws an id for) when it
+    /// filters the history both ways.
+    pub materialized: usize,
 }
 
 #[cfg(test)]
@@ -243,9 +263,11 @@ mod tests {
         ];
         // Covers 1..=2: event 1 goes (event 0 was covered already), the
         // contained summary 2 goes, the new summary 4 comes.
-        let (removed, added) = presence_diff(&events, compaction(4.0, 1.0, 2.0)).unwrap();
-        assert_eq!(removed, vec![Item::Raw(1), Item::Summary(2)]);
-        assert_eq!(added, vec![Item::Summary(4)]);
+        let diff = presence_diff(&events, compaction(4.0, 1.0, 2.0)).unwrap();
+        assert_eq!(diff.removed, vec![Item::Raw(1), Item::Summary(2)]);
+        assert_eq!(diff.added, vec![Item::Summary(4)]);
+        // Summary 2 without the new compaction, summary 4 with it.
+        assert_eq!(diff.materialized, 2);
     }
 
     #[test]

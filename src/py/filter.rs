@@ -65,21 +65,26 @@ pub fn request_content<'py>(event: &Bound<'py, PyAny>, item: Item) -> PyResult<B
     }
 }
 
-/// For `_prompt_chars_saved`: `(removed, added)`, the request contents
-/// (`Content | None`) that appending `compaction_event` to `events` removes
-/// from and adds to the filtered history, or `None` to decline.
+/// For `_prompt_chars_saved`: `(removed, added, materialized)`, the request
+/// contents (`Content | None`) that appending `compaction_event` to `events`
+/// removes from and adds to the filtered history, and how many summary
+/// Events google-adk builds (drawing an id each) while measuring that; or
+/// `None` to decline.
 #[pyfunction]
 pub fn prompt_chars_delta<'py>(
     events: &Bound<'py, PyAny>,
     compaction_event: &Bound<'py, PyAny>,
-) -> PyResult<Option<(Bound<'py, PyList>, Bound<'py, PyList>)>> {
+) -> PyResult<Option<Delta<'py>>> {
     finish(run_delta(events, compaction_event))
 }
+
+/// `(removed, added, materialized)`.
+type Delta<'py> = (Bound<'py, PyList>, Bound<'py, PyList>, usize);
 
 fn run_delta<'py>(
     events: &Bound<'py, PyAny>,
     compaction_event: &Bound<'py, PyAny>,
-) -> Extracted<(Bound<'py, PyList>, Bound<'py, PyList>)> {
+) -> Extracted<Delta<'py>> {
     let py = events.py();
     let need = Need {
         timestamp: true,
@@ -92,7 +97,7 @@ fn run_delta<'py>(
     let extra = ex.event(compaction_event, need)?;
     batch.objects.push(compaction_event.clone());
     let views = std::mem::take(&mut batch.views);
-    let (removed, added) = py.detach(move || guarded(|| filter::presence_diff(&views, extra)))?;
+    let diff = py.detach(move || guarded(|| filter::presence_diff(&views, extra)))?;
     let contents = |items: &[Item]| -> PyResult<Bound<'py, PyList>> {
         let out = PyList::empty(py);
         for &item in items {
@@ -101,5 +106,9 @@ fn run_delta<'py>(
         }
         Ok(out)
     };
-    Ok((contents(&removed)?, contents(&added)?))
+    Ok((
+        contents(&diff.removed)?,
+        contents(&diff.added)?,
+        diff.materialized,
+    ))
 }

@@ -25,6 +25,7 @@ const LIGHT: Need = Need {
 /// ... and of the events whose function calls it pairs.
 const FULL: Need = Need {
     parts: true,
+    pairing: true,
     ..LIGHT
 };
 
@@ -45,13 +46,14 @@ fn objects_of<'py>(
 }
 
 /// What a sliding-window call needs besides the events: `(removed, added,
-/// weightless_added, previous_summary)` for google-adk's "worth compacting"
+/// weightless_added, previous_summary, materialized)` for google-adk's "worth compacting"
 /// check; see `run_compaction_for_sliding_window` in Python.
 type Pricing<'py> = (
     Bound<'py, PyList>,
     Bound<'py, PyList>,
     bool,
     Option<Bound<'py, PyAny>>,
+    usize,
 );
 
 /// `(events, events_to_compact, pricing)`.
@@ -146,7 +148,8 @@ fn price<'py>(
     let live_views: Vec<EventView> = live.iter().map(|&i| views[i]).collect();
     let weightless =
         window::weightless_compaction(views, range).ok_or(Outcome::Decline("internal error"))?;
-    let (removed, added) = guarded(|| filter::presence_diff(&live_views, weightless))?;
+    let diff = guarded(|| filter::presence_diff(&live_views, weightless))?;
+    let (removed, added) = (diff.removed, diff.added);
     let previous = ranges::compaction_ranges(&live_views)
         .last()
         .map(|r| live[r.index]);
@@ -170,6 +173,7 @@ fn price<'py>(
         contents(&added)?,
         weightless_added,
         previous,
+        diff.materialized,
     ))
 }
 
