@@ -164,7 +164,7 @@ async def run_compaction_for_token_threshold_config(
             current_branch=current_branch,
             isolation_scope=isolation_scope,
         )
-    rewound_events, events, prompt_token_count, events_to_compact, seed_from = selected
+    rewound_events, events, prompt_token_count, events_to_compact, seed_from, pricing = selected
 
     if prompt_token_count is None:
         prompt_token_count = _adk._estimate_prompt_token_count(
@@ -192,7 +192,7 @@ async def run_compaction_for_token_threshold_config(
         )
         events_to_compact = [seed_event, *events_to_compact]
 
-    if not _adk._is_range_worth_compacting(events=events, events_to_compact=events_to_compact):
+    if not _worth_compacting(pricing):
         return False
 
     _adk._ensure_compaction_summarizer(config=config, agent=agent)

@@ -87,7 +87,7 @@ def recover_compacted_function_calls(events: object, source_events: object) -> l
 
 def prompt_chars_delta(
     events: object, compaction_event: object
-) -> tuple[list[Content | None], list[Content | None]] | None:
+) -> tuple[list[Content | None], list[Content | None], int] | None:
     """What appending a compaction to the history changes in the prompt.
 
     Args:
@@ -95,8 +95,10 @@ def prompt_chars_delta(
       compaction_event: The compaction event to price.
 
     Returns:
-      `(removed, added)`: the request contents of the filtered-history items
-      that appending the compaction removes and adds, or None to decline.
+      `(removed, added, materialized)`: the request contents of the
+      filtered-history items that appending the compaction removes and adds,
+      and how many summary Events google-adk builds measuring that; or None
+      to decline.
     """
 
 def sliding_window(
@@ -105,7 +107,7 @@ def sliding_window(
     tuple[
         list[Event],
         list[Event],
-        tuple[list[Content | None], list[Content | None], bool, Content | None] | None,
+        tuple[list[Content | None], list[Content | None], bool, Content | None, int] | None,
     ]
     | None
 ):
@@ -119,14 +121,25 @@ def sliding_window(
     Returns:
       `(events, events_to_compact, pricing)`: the live unscoped events, the
       window after the function-call pairing trim, and (for a non-empty
-      window) `(removed, added, weightless_added, previous_summary)`, what
-      google-adk's weightless-summary pricing changes in the filtered
-      history; or None to decline.
+      window) `(removed, added, weightless_added, previous_summary,
+      materialized)`, what google-adk's weightless-summary pricing changes in
+      the filtered history and how many summary Events it builds doing so;
+      or None to decline.
     """
 
 def token_threshold_selection(
     events: object, isolation_scope: str | None, event_retention_size: int, agent_name: str
-) -> tuple[list[Event], list[Event], int | None, list[Event], Event | None] | None:
+) -> (
+    tuple[
+        list[Event],
+        list[Event],
+        int | None,
+        list[Event],
+        Event | None,
+        tuple[list[Content | None], list[Content | None], bool, Content | None, int] | None,
+    ]
+    | None
+):
     """The token-threshold selection of google-adk's compactor.
 
     Args:
@@ -137,7 +150,8 @@ def token_threshold_selection(
 
     Returns:
       `(rewound_events, events, prompt_token_count, events_to_compact,
-      seed_compaction_event)`, or None to decline. The count is None where
-      google-adk falls back to its estimate; the rolling-summary seed is not
-      in `events_to_compact` and is built from `seed_compaction_event`.
+      seed_compaction_event, pricing)`, or None to decline. The count is None
+      where google-adk falls back to its estimate; the rolling-summary seed is
+      not in `events_to_compact` and is built from `seed_compaction_event`;
+      `pricing` is as for `sliding_window`, with the seed priced too.
     """

@@ -230,10 +230,15 @@ pub fn provably_dead_call_ids(
 /// timestamps as Python's builtins compute them (the first element wins
 /// unless another compares strictly smaller / larger), with content.
 pub fn weightless_compaction(events: &[EventView], range: &[usize]) -> Option<EventView> {
-    let (&first, rest) = range.split_first()?;
-    let (mut lo, mut hi) = (events[first].timestamp, events[first].timestamp);
-    for &i in rest {
-        let ts = events[i].timestamp;
+    weightless_over(range.iter().map(|&i| events[i].timestamp))
+}
+
+/// [`weightless_compaction`] over explicit timestamps (google-adk's token
+/// path prices the rolling-summary seed's timestamp first).
+pub fn weightless_over(mut timestamps: impl Iterator<Item = f64>) -> Option<EventView> {
+    let first = timestamps.next()?;
+    let (mut lo, mut hi) = (first, first);
+    for ts in timestamps {
         if ts < lo {
             lo = ts;
         }
@@ -293,37 +298,76 @@ pub fn token_threshold_selection(
     live: &[usize],
     retention: usize,
 ) -> TokenSelection {
+    let candidates = token_candidates(events, live);
+    let window = token_window(events, ids, &candidates, retention);
+    let keep = longest_self_contained_prefix(events, ids, window, Some(live));
+    finish_token_selection(events, &candidates, &window[..keep])
+}
+
+/// The first half of [`token_threshold_selection`]: the candidates (live
+/// non-compaction events after the latest surviving compaction's end) and
+/// that compaction. Reads no function-call data.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TokenCandidates {
+    /// Candidate events, in order.
+    pub candidates: Vec<usize>,
+    /// The latest surviving compaction of `live`.
+    pub latest: Option<usize>,
+}
+
+/// See [`TokenCandidates`].
+pub fn token_candidates(events: &[EventView], live: &[usize]) -> TokenCandidates {
     let live_views: Vec<EventView> = live.iter().map(|&i| events[i]).collect();
     let latest = compaction_ranges(&live_views).last().map(|r| live[r.index]);
     let last_end = latest
         .and_then(|i| events[i].compaction)
         .and_then(|c| c.end)
         .unwrap_or(0.0);
-    let candidates: Vec<usize> = live
+    let candidates = live
         .iter()
         .copied()
         .filter(|&i| events[i].compaction.is_none() && events[i].timestamp > last_end)
         .collect();
-    if candidates.len() <= retention {
-        return TokenSelection::default();
+    TokenCandidates { candidates, latest }
+}
+
+/// The candidates before the pairing trim: none when they do not exceed the
+/// retention, all of them with retention 0, else up to the safe split.
+/// Reads the function-call data of the candidates only.
+pub fn token_window<'a>(
+    events: &[EventView],
+    ids: &[Sym],
+    candidates: &'a TokenCandidates,
+    retention: usize,
+) -> &'a [usize] {
+    let all = &candidates.candidates;
+    if all.len() <= retention {
+        return &[];
     }
     let split = if retention == 0 {
-        candidates.len()
+        all.len()
     } else {
-        safe_split_index(events, ids, &candidates, retention)
+        safe_split_index(events, ids, all, retention)
     };
-    let window = &candidates[..split];
-    let keep = longest_self_contained_prefix(events, ids, window, Some(live));
-    if keep == 0 {
+    &all[..split]
+}
+
+/// The selection from the trimmed window, with the rolling-summary seed.
+pub fn finish_token_selection(
+    events: &[EventView],
+    candidates: &TokenCandidates,
+    to_compact: &[usize],
+) -> TokenSelection {
+    if to_compact.is_empty() {
         return TokenSelection::default();
     }
-    let seed_from = latest.filter(|&i| {
+    let seed_from = candidates.latest.filter(|&i| {
         events[i]
             .compaction
             .is_some_and(|c| c.start.is_some() && c.has_content)
     });
     TokenSelection {
-        to_compact: window[..keep].to_vec(),
+        to_compact: to_compact.to_vec(),
         seed_from,
     }
 }

@@ -126,7 +126,8 @@ fn run_sliding<'py>(
     let pricing = if to_compact.is_empty() {
         None
     } else {
-        Some(price(py, &objects, &views, &live, to_compact)?)
+        let weightless = window::weightless_compaction(&views, to_compact);
+        Some(price(py, &objects, &views, &live, weightless)?)
     };
     Ok((
         objects_of(py, &objects, &live)?,
@@ -143,11 +144,10 @@ fn price<'py>(
     objects: &[Bound<'py, PyAny>],
     views: &[EventView],
     live: &[usize],
-    range: &[usize],
+    weightless: Option<EventView>,
 ) -> Extracted<Pricing<'py>> {
     let live_views: Vec<EventView> = live.iter().map(|&i| views[i]).collect();
-    let weightless =
-        window::weightless_compaction(views, range).ok_or(Outcome::Decline("internal error"))?;
+    let weightless = weightless.ok_or(Outcome::Decline("internal error"))?;
     let diff = guarded(|| filter::presence_diff(&live_views, weightless))?;
     let (removed, added) = (diff.removed, diff.added);
     let previous = ranges::compaction_ranges(&live_views)
@@ -184,14 +184,17 @@ type TokenOut<'py> = (
     Option<i64>,
     Bound<'py, PyList>,
     Option<Bound<'py, PyAny>>,
+    Option<Pricing<'py>>,
 );
 
 /// The token-threshold inputs of `_run_compaction_for_token_threshold_config`:
 /// `(rewound_events, events, observed_prompt_token_count, events_to_compact,
-/// seed_compaction_event)`, or `None` to decline. `events` are the rewound
-/// events of `isolation_scope`; the count is `None` where google-adk falls
-/// back to its estimate; `events_to_compact` excludes the rolling-summary
-/// seed, which google-adk builds from `seed_compaction_event` when set.
+/// seed_compaction_event, pricing)`, or `None` to decline. `events` are the
+/// rewound events of `isolation_scope`; the count is `None` where google-adk
+/// falls back to its estimate; `events_to_compact` excludes the
+/// rolling-summary seed, which google-adk builds from
+/// `seed_compaction_event` when set; `pricing` is as for `sliding_window`,
+/// with the seed's timestamp priced first, as google-adk does.
 #[pyfunction]
 pub fn token_threshold_selection<'py>(
     events: &Bound<'py, PyAny>,
@@ -223,30 +226,84 @@ fn run_token<'py>(
         list,
         Need {
             usage: true,
-            ..FULL
+            ..LIGHT
         },
     )?;
     let scope = ex.interner.nullable(isolation_scope, "isolation_scope")?;
     let agent = ex.interner.optional(agent_name, "agent_name")?;
-    let (views, ids) = (batch.views, std::mem::take(&mut ex.ids));
-    let (rewound, scoped, count, selection) = py.detach(move || {
+    let objects = batch.objects;
+    let mut views = batch.views;
+    let rewound = live(&views, |_| true);
+    let scoped: Vec<usize> = rewound
+        .iter()
+        .copied()
+        .filter(|&i| views[i].scope == scope)
+        .collect();
+    let count = window::latest_prompt_token_count(&views, &scoped, agent);
+    let candidates = guarded(|| Ok(window::token_candidates(&views, &scoped)))?;
+    // Function-call data only where the decision reads it (see run_sliding).
+    let mut full = vec![false; views.len()];
+    for &i in &candidates.candidates {
+        views[i] = ex.event(
+            &objects[i],
+            Need {
+                usage: true,
+                ..FULL
+            },
+        )?;
+        full[i] = true;
+    }
+    let window =
+        guarded(|| Ok(window::token_window(&views, &ex.ids, &candidates, retention).to_vec()))?;
+    let (strict, settled) = guarded(|| Ok(window::strict_prefix(&views, &ex.ids, &window)))?;
+    let keep = if settled {
+        strict
+    } else {
+        for &i in &scoped {
+            if !full[i] {
+                views[i] = ex.event(
+                    &objects[i],
+                    Need {
+                        usage: true,
+                        ..FULL
+                    },
+                )?;
+            }
+        }
         guarded(|| {
-            let rewound = live(&views, |_| true);
-            let scoped: Vec<usize> = rewound
-                .iter()
-                .copied()
-                .filter(|&i| views[i].scope == scope)
-                .collect();
-            let count = window::latest_prompt_token_count(&views, &scoped, agent);
-            let selection = window::token_threshold_selection(&views, &ids, &scoped, retention);
-            Ok((rewound, scoped, count, selection))
-        })
-    })?;
+            Ok(window::longest_self_contained_prefix(
+                &views,
+                &ex.ids,
+                &window,
+                Some(&scoped),
+            ))
+        })?
+    };
+    let selection = window::finish_token_selection(&views, &candidates, &window[..keep]);
+    let pricing = if selection.to_compact.is_empty() {
+        None
+    } else {
+        let seed_ts = selection
+            .seed_from
+            .and_then(|i| views[i].compaction)
+            .and_then(|c| c.start);
+        let stamps = seed_ts
+            .into_iter()
+            .chain(selection.to_compact.iter().map(|&i| views[i].timestamp));
+        Some(price(
+            py,
+            &objects,
+            &views,
+            &scoped,
+            window::weightless_over(stamps),
+        )?)
+    };
     Ok((
-        objects_of(py, &batch.objects, &rewound)?,
-        objects_of(py, &batch.objects, &scoped)?,
+        objects_of(py, &objects, &rewound)?,
+        objects_of(py, &objects, &scoped)?,
         count,
-        objects_of(py, &batch.objects, &selection.to_compact)?,
-        selection.seed_from.map(|i| batch.objects[i].clone()),
+        objects_of(py, &objects, &selection.to_compact)?,
+        selection.seed_from.map(|i| objects[i].clone()),
+        pricing,
     ))
 }
