@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from google.adk.events.event import Event
 
-from . import _native, _reference
+from . import _native, _reference, _summaries
 
 
 def apply_rewinds(events: list[Event]) -> list[Event]:
@@ -39,22 +39,13 @@ def process_compaction_events(events: list[Event], agent_name: str = "") -> list
     """Replaces compacted raw events by their summaries.
 
     Same as `google.adk.flows.llm_flows.context._compaction._process_compaction_events`:
-    summaries are materialized exactly as google-adk does, attributed to
-    `agent_name` (or `"model"`).
+    summaries are equal to the Events google-adk materializes (see
+    `_summaries`), attributed to `agent_name` (or `"model"`).
     """
     author = agent_name or "model"
 
     def summary(event: Event) -> Event:
-        compaction = event.actions.compaction
-        return Event(
-            timestamp=compaction.end_timestamp,
-            author=author,
-            content=compaction.compacted_content,
-            branch=event.branch,
-            isolation_scope=event.isolation_scope,
-            invocation_id=event.invocation_id,
-            actions=event.actions,
-        )
+        return _summaries.summary_event(event, author)
 
     out = _native.process_compaction_events(events, summary)
     if out is None:
