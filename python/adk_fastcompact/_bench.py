@@ -1,9 +1,7 @@
-"""Times google-adk's pure-Python prompt filtering against ours, in one run.
+"""Times google-adk's pure-Python compaction bookkeeping against ours, in one run.
 
-For every session size and operation the same `build_session` session goes
-through the pure-Python originals (`_reference`, never the patched names)
-and the Rust-backed functions, interleaved repetition by repetition, in two
-regimes:
+Three regimes. For every session size, ``cold`` and ``warm`` time single
+calls, Python and Rust interleaved repetition by repetition:
 
 * ``cold``: each timed call gets its own fresh `copy.deepcopy` of the events
   (same ids, new objects), made before the clock starts and freed after it
@@ -12,22 +10,54 @@ regimes:
   Events), and they defeat anything either side could cache per object;
 * ``warm``: every call gets the very same objects, after a few untimed ones.
 
-The operations are the four google-adk functions, each on the whole session,
-plus ``process+recover``: `_process_compaction_events` then
-`_recover_compacted_function_calls` on its result, as google-adk's
-`_get_contents` runs them on every model call (the headline row). The input
-of ``recover_compacted_function_calls`` alone is the reference
-`_process_compaction_events` of the same (fresh, when cold) events.
+The filtering operations are the four google-adk functions, each on the
+whole `build_session` session, plus ``process+recover``:
+`_process_compaction_events` then `_recover_compacted_function_calls` on its
+result, as google-adk's `_get_contents` runs them on every model call (the
+headline row). The input of ``recover_compacted_function_calls`` alone is the
+reference `_process_compaction_events` of the same (fresh, when cold) events.
+Python's side is the originals (`_reference`) and Rust's the functions
+`install()` puts in their place, called directly, with nothing installed.
 
-Before any timing, each size's results are compared once (same objects for
+The compaction operations are google-adk's two compaction entry points on a
+`build_due_session` session (one whose sliding window is due), each called
+as google-adk calls it, with an `InstantSummarizer`:
+
+* ``sliding_window``: a full iteration of `_run_compaction_for_sliding_window`
+  (`compaction_interval=3`, `overlap_size=1`), as the Runner makes after an
+  invocation; the yielded summary is not appended;
+* ``token_threshold``: `_run_compaction_for_token_threshold_config`
+  (`token_threshold=500`, `event_retention_size=4`, the agent's name, no
+  branch or scope), as the request processor makes before a model call; the
+  session's latest model answer reports at least 500 prompt tokens, so it
+  triggers, and it appends the summary through an `InMemorySessionService`
+  holding the session, which is then taken off again so every call does the
+  same work.
+
+The summarizer's own time (building the summary Event) is measured inside it
+and subtracted. Python's side is google-adk's original with nothing
+installed, pure Python end to end; Rust's side is ours with `install()`
+active, since it calls google-adk's helpers, which then run ours. google-adk
+is switched between the two before each call, outside the clock.
+
+``turn`` runs a scripted conversation through a real google-adk Runner, once
+with `install()` and once without (see `_simulate`), and reports the time per
+turn spent inside compaction and prompt filtering, averaged over the
+`_simulate.WINDOW` turns up to each checkpoint.
+
+Before any timing the two sides are compared once per size (same objects for
 rewinds and recovery, equal ranges, the same raw events and equal summaries
-for processing), and the Rust side must not have declined the session: a
+for processing; the same summarizer input and the same produced summary for
+compaction; the same events and summarizer inputs, turn by turn, for the
+conversation), and the Rust side must not have declined anything: a
 benchmark never reports a fast path that is wrong or that is not taken.
-Each timed call runs with the cyclic garbage collector off, as `timeit` does.
+Each timed call runs with the cyclic garbage collector off, as `timeit` does,
+and so do the untimed deep copies (three times faster without it).
 """
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import gc
 import statistics
@@ -35,29 +65,81 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple, TypedDict
 
+from google.adk.agents.llm_agent import LlmAgent
+from google.adk.apps.app import App, EventsCompactionConfig
 from google.adk.events.event import Event
+from google.adk.sessions.in_memory_session_service import InMemorySessionService
+from google.adk.sessions.session import Session
 
-from . import _filtering, _native, _reference
-from ._sessions import AGENT_NAME, build_session
+from . import _compaction, _filtering, _native, _patch, _reference
+from ._sessions import (
+    AGENT_NAME,
+    COMPACTION_INTERVAL,
+    MIN_DUE_EVENTS,
+    OVERLAP_SIZE,
+    build_due_session,
+    build_session,
+)
+from ._simulate import (
+    APP_NAME,
+    DEFAULT_CHECKPOINTS,
+    USER_ID,
+    WINDOW,
+    InstantSummarizer,
+    ScriptedLlm,
+    no_gc,
+    quiet,
+    simulate,
+)
 
-OPS: tuple[str, ...] = (
+FILTER_OPS: tuple[str, ...] = (
     "apply_rewinds",
     "get_compaction_ranges",
     "process_compaction_events",
     "recover_compacted_function_calls",
     "process+recover",
 )
-"""The timed operations, in report order; the last one is the headline."""
+"""The prompt-filtering operations, in report order."""
 
-REGIMES: tuple[str, ...] = ("cold", "warm")
+COMPACTION_OPS: tuple[str, ...] = ("sliding_window", "token_threshold")
+"""The compaction entry points, in report order."""
+
+OPS: tuple[str, ...] = FILTER_OPS + COMPACTION_OPS
+"""The operations timed per size in the cold and warm regimes, in report order."""
+
+HEADLINE = "process+recover"
+"""The filtering row every model call pays for."""
+
+TURN_OP = "turn_overhead"
+"""The one operation of the turn regime."""
+
+ALL_OPS: tuple[str, ...] = (*OPS, TURN_OP)
+"""Every operation name `run_bench` accepts."""
+
+SIZED_REGIMES: tuple[str, ...] = ("cold", "warm")
 """Fresh deep copies for every call, or the same objects again."""
+
+REGIMES: tuple[str, ...] = (*SIZED_REGIMES, "turn")
+"""Every regime, in report order."""
 
 DEFAULT_SIZES: tuple[int, ...] = (1_000, 10_000, 50_000)
 """Session sizes (events) timed by default."""
 
+DEFAULT_TURNS: tuple[int, ...] = DEFAULT_CHECKPOINTS
+"""Turns at which the turn regime reports, by default."""
+
+TOKEN_THRESHOLD = 500
+"""The ``token_threshold`` op's threshold: the generator's prompt token
+counts start at 500 (2,000 characters of prompt, 4 characters a token)."""
+
+EVENT_RETENTION_SIZE = 4
+"""Raw events the ``token_threshold`` op keeps uncompacted."""
+
+_SESSION_ID = "bench-session"
+
 
 class Row(TypedDict):
-    """One line of the report: median milliseconds of one operation."""
+    """One line of the report: milliseconds of one operation."""
 
     op: str
     regime: str
@@ -67,14 +149,24 @@ class Row(TypedDict):
     ratio: float  # python_ms / rust_ms: how many times faster Rust is.
 
 
+class TurnRow(Row):
+    """A turn-regime line: mean per-turn milliseconds around turn `turn`."""
+
+    turn: int
+
+
 class Implementation(NamedTuple):
-    """The four google-adk functions as one implementation provides them."""
+    """The functions under test as one implementation provides them."""
 
     name: str
     apply_rewinds: Callable[[list[Event]], list[Event]]
     get_compaction_ranges: Callable[[list[Event]], list[tuple[int, float, float]]]
     process_compaction_events: Callable[[list[Event], str], list[Event]]
     recover_compacted_function_calls: Callable[[list[Event], Sequence[Event]], list[Event]]
+    run_compaction_for_sliding_window: Callable[..., Any]
+    run_compaction_for_token_threshold_config: Callable[..., Any]
+    #: Whether the compaction entry points run with `install()` active.
+    patched: bool
 
 
 def python_implementation() -> Implementation:
@@ -89,6 +181,9 @@ def python_implementation() -> Implementation:
         _reference.original("get_compaction_ranges"),
         _reference.original("process_compaction_events"),
         _reference.original("recover_compacted_function_calls"),
+        _reference.original("run_compaction_for_sliding_window"),
+        _reference.original("run_compaction_for_token_threshold_config"),
+        patched=False,
     )
 
 
@@ -98,11 +193,20 @@ RUST = Implementation(
     _filtering.get_compaction_ranges,
     _filtering.process_compaction_events,
     _filtering.recover_compacted_function_calls,
+    _compaction.run_compaction_for_sliding_window,
+    _compaction.run_compaction_for_token_threshold_config,
+    patched=True,
 )
 """The Rust-backed functions `install()` puts in their place."""
 
 Progress = Callable[[int, int, str], None]
 """Called as ``progress(completed, total, description)`` as work advances."""
+
+_Call = Callable[[], float]
+"""One timed call on prepared arguments; returns its milliseconds."""
+
+_Prepare = Callable[[list[Event]], _Call]
+"""Prepares (untimed) an operation's call on these events."""
 
 
 class BenchmarkMismatchError(AssertionError):
@@ -112,7 +216,9 @@ class BenchmarkMismatchError(AssertionError):
 # Untimed calls per side before a warm regime's timed ones. One is not enough:
 # on a small VM the first few back-to-back passes over a 10k-event session
 # still get faster (caches, clocks), 16 ms down to 3 ms for `_apply_rewinds`.
+# Calls of half a second and more have nothing left to warm after one.
 _WARM_UP_CALLS = 3
+_WARM_UP_SECONDS = 0.5
 
 
 def default_repeat(n_events: int) -> int:
@@ -122,6 +228,20 @@ def default_repeat(n_events: int) -> int:
     if n_events <= 20_000:
         return 7
     return 3
+
+
+def _set_installed(patched: bool) -> None:
+    if patched and _patch.installed() is None:
+        _patch.install(strict=True)
+    elif not patched and _patch.installed() is not None:
+        _patch.uninstall()
+
+
+def _ratio(python_ms: float, rust_ms: float) -> float:
+    return python_ms / rust_ms if rust_ms > 0 else float("inf")
+
+
+# -- the filtering operations ---------------------------------------------------------
 
 
 def _function(op: str, impl: Implementation) -> Callable[..., object]:
@@ -144,7 +264,7 @@ def _function(op: str, impl: Implementation) -> Callable[..., object]:
             return impl.recover_compacted_function_calls(processed, events)
 
         return process_recover
-    raise ValueError(f"unknown operation {op!r}; expected one of {OPS}")
+    raise ValueError(f"unknown operation {op!r}; expected one of {FILTER_OPS}")
 
 
 def _arguments(op: str, events: list[Event]) -> tuple[Any, ...]:
@@ -155,17 +275,134 @@ def _arguments(op: str, events: list[Event]) -> tuple[Any, ...]:
 
 
 def _time_ms(function: Callable[..., object], arguments: tuple[Any, ...]) -> float:
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with no_gc():
         start = time.perf_counter()
         result = function(*arguments)
         stop = time.perf_counter()
-    finally:
-        if gc_was_enabled:
-            gc.enable()
     del result  # Freed outside the timed region.
     return (stop - start) * 1e3
+
+
+def _prepare_filter(op: str, impl: Implementation) -> _Prepare:
+    function = _function(op, impl)
+
+    def prepare(events: list[Event]) -> _Call:
+        arguments = _arguments(op, events)
+
+        def call() -> float:
+            # google-adk's originals call each other by name: nothing installed.
+            _set_installed(False)
+            return _time_ms(function, arguments)
+
+        return call
+
+    return prepare
+
+
+# -- the compaction operations --------------------------------------------------------
+
+
+def _config(op: str, summarizer: InstantSummarizer) -> EventsCompactionConfig:
+    if op == "sliding_window":
+        return EventsCompactionConfig(
+            compaction_interval=COMPACTION_INTERVAL,
+            overlap_size=OVERLAP_SIZE,
+            summarizer=summarizer,
+        )
+    if op == "token_threshold":
+        return EventsCompactionConfig(
+            token_threshold=TOKEN_THRESHOLD,
+            event_retention_size=EVENT_RETENTION_SIZE,
+            summarizer=summarizer,
+        )
+    raise ValueError(f"unknown operation {op!r}; expected one of {COMPACTION_OPS}")
+
+
+class _Outcome(NamedTuple):
+    """What one compaction call did."""
+
+    ms: float  # Its time, the summarizer's own taken out.
+    returned: object  # The token path's bool; None for the sliding window.
+    produced: list[Event]  # Yielded (sliding window) or appended (token) events.
+    summarized: list[list[Event]]  # The summarizer's inputs.
+
+
+class _CompactionCall:
+    """One implementation's compaction entry point on a session of `events`.
+
+    The session holds `events` (the objects, in a list of its own) and is
+    registered with its own `InMemorySessionService`; after each call what
+    the call appended is taken off again.
+    """
+
+    def __init__(
+        self,
+        op: str,
+        impl: Implementation,
+        events: list[Event],
+        agent: LlmAgent,
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
+        self.op = op
+        self.impl = impl
+        self.agent = agent
+        self.loop = loop
+        self.summarizer: InstantSummarizer = quiet(InstantSummarizer)
+        self.config: EventsCompactionConfig = quiet(lambda: _config(op, self.summarizer))
+        self.app: App = quiet(
+            lambda: App(name=APP_NAME, root_agent=agent, events_compaction_config=self.config)
+        )
+        self.session = Session(id=_SESSION_ID, app_name=APP_NAME, user_id=USER_ID, events=events)
+        self.service = InMemorySessionService()
+        self.service.sessions[APP_NAME] = {USER_ID: {_SESSION_ID: self.session}}
+        self.length = len(self.session.events)
+        self.last_update_time = self.session.last_update_time
+
+    async def _call(self) -> tuple[float, object]:
+        if self.op == "sliding_window":
+            window = self.impl.run_compaction_for_sliding_window
+            start = time.perf_counter()
+            yielded = [event async for event in window(self.app, self.session, self.service)]
+            stop = time.perf_counter()
+            return stop - start, yielded
+        token = self.impl.run_compaction_for_token_threshold_config
+        start = time.perf_counter()
+        compacted = await token(
+            config=self.config,
+            session=self.session,
+            session_service=self.service,
+            agent=self.agent,
+            agent_name=AGENT_NAME,
+        )
+        stop = time.perf_counter()
+        return stop - start, compacted
+
+    def run(self) -> _Outcome:
+        _set_installed(self.impl.patched)
+        self.summarizer.elapsed = 0.0
+        self.summarizer.calls.clear()
+        with no_gc():
+            seconds, result = self.loop.run_until_complete(self._call())
+        seconds -= self.summarizer.elapsed
+        appended = self.session.events[self.length :]
+        del self.session.events[self.length :]
+        self.session.last_update_time = self.last_update_time
+        if self.op == "sliding_window":
+            assert isinstance(result, list)
+            return _Outcome(seconds * 1e3, None, result, list(self.summarizer.calls))
+        return _Outcome(seconds * 1e3, result, appended, list(self.summarizer.calls))
+
+    def __call__(self) -> float:
+        return self.run().ms
+
+
+def _prepare_compaction(
+    op: str, impl: Implementation, agent: LlmAgent, loop: asyncio.AbstractEventLoop
+) -> _Prepare:
+    def prepare(events: list[Event]) -> _Call:
+        return _CompactionCall(op, impl, events, agent, loop)
+
+    return prepare
 
 
 # -- agreement ------------------------------------------------------------------
@@ -199,7 +436,7 @@ def _same_prompt(
 
 
 def check_agreement(events: list[Event], python: Implementation, rust: Implementation) -> None:
-    """Raises `BenchmarkMismatchError` unless both give the same results."""
+    """Raises `BenchmarkMismatchError` unless both filter alike."""
     _same_objects("apply_rewinds", python.apply_rewinds(events), rust.apply_rewinds(events))
     expected_ranges = python.get_compaction_ranges(events)
     actual_ranges = rust.get_compaction_ranges(events)
@@ -225,43 +462,204 @@ def check_agreement(events: list[Event], python: Implementation, rust: Implement
     _same_prompt("process+recover", events, prompt(python), prompt(rust))
 
 
+def _fresh_fields(event: Event) -> dict[str, Any]:
+    # Events made during the call: ids are drawn anew, timestamps read anew.
+    dump: dict[str, Any] = event.model_dump(exclude={"id", "invocation_id", "timestamp"})
+    return dump
+
+
+def _summarized(events: list[Event], source: list[Event]) -> list[object]:
+    """A summarizer input: ids of session events, fields of events made anew."""
+    raw = {id(event) for event in source}
+    return [
+        event.id if id(event) in raw else ("new", event.model_dump(exclude={"id", "invocation_id"}))
+        for event in events
+    ]
+
+
+def check_compaction(
+    op: str,
+    events: list[Event],
+    python: Implementation,
+    rust: Implementation,
+    agent: LlmAgent,
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    """Raises `BenchmarkMismatchError` unless both compact `events` alike.
+
+    Both must hand the summarizer the same events (the same session events,
+    equal new ones such as a rolling-summary seed) and yield or append an
+    equal summary (new ids and timestamps aside); google-adk must compact.
+    """
+    want = _CompactionCall(op, python, events, agent, loop).run()
+    got = _CompactionCall(op, rust, events, agent, loop).run()
+    if not want.summarized or not want.produced:
+        raise BenchmarkMismatchError(
+            f"{op}: google-adk does not compact the {len(events):,}-event session;"
+            " there is nothing to time"
+        )
+    if want.returned != got.returned:
+        raise BenchmarkMismatchError(f"{op}: returned {got.returned!r}, expected {want.returned!r}")
+    if [_summarized(call, events) for call in want.summarized] != [
+        _summarized(call, events) for call in got.summarized
+    ]:
+        raise BenchmarkMismatchError(f"{op}: the summarizer got different events")
+    if [_fresh_fields(event) for event in want.produced] != [
+        _fresh_fields(event) for event in got.produced
+    ]:
+        raise BenchmarkMismatchError(f"{op}: the compaction event differs from google-adk's")
+
+
 def _declines(reset: bool) -> dict[str, int]:
     counts: dict[str, int] = _native.decline_counts(reset)
     return {reason: count for reason, count in counts.items() if count}
 
 
+def _check_declines(what: str) -> None:
+    declined = _declines(reset=True)
+    if declined:
+        raise BenchmarkMismatchError(
+            f"the Rust core declined {what} {declined}; its timings would be google-adk's own"
+        )
+
+
 # -- timing ---------------------------------------------------------------------
 
 
+def _warm_up(calls: Sequence[_Call]) -> None:
+    start = time.perf_counter()
+    for index in range(_WARM_UP_CALLS):
+        if index and time.perf_counter() - start >= _WARM_UP_SECONDS:
+            break
+        for call in calls:
+            call()
+
+
+def _fresh(events: list[Event]) -> list[Event]:
+    with no_gc():
+        fresh: list[Event] = copy.deepcopy(events)
+    return fresh
+
+
 def _median_ms(
-    op: str,
     regime: str,
     events: list[Event],
-    impls: tuple[Implementation, Implementation],
+    sides: tuple[_Prepare, _Prepare],
     repeat: int,
     step: Callable[[], None],
 ) -> tuple[float, float]:
-    """Median ms of `op` for both implementations, interleaved per repetition."""
-    functions = [_function(op, impl) for impl in impls]
+    """Median ms of both sides' calls, interleaved per repetition."""
     samples: list[list[float]] = [[], []]
-    warm_arguments = _arguments(op, events) if regime == "warm" else ()
+    warm: list[_Call] = []
     if regime == "warm":
-        for _ in range(_WARM_UP_CALLS):
-            for function in functions:
-                function(*warm_arguments)
+        warm = [prepare(events) for prepare in sides]
+        _warm_up(warm)
     for repetition in range(repeat):
         # Alternate who goes first, so neither side always runs second.
         order = (0, 1) if repetition % 2 == 0 else (1, 0)
         for side in order:
             if regime == "cold":
-                fresh = copy.deepcopy(events)
-                arguments = _arguments(op, fresh)
-                samples[side].append(_time_ms(functions[side], arguments))
-                del fresh, arguments
+                call = sides[side](_fresh(events))
+                samples[side].append(call())
+                del call
             else:
-                samples[side].append(_time_ms(functions[side], warm_arguments))
+                samples[side].append(warm[side]())
             step()
     return statistics.median(samples[0]), statistics.median(samples[1])
+
+
+def _turn_rows(
+    checkpoints: Sequence[int], seed: int, step: Callable[[str | None], None]
+) -> list[Row]:
+    """The turn regime: the same conversation without and with `install()`."""
+    turns = max(checkpoints)
+    step(f"turn regime: {turns} turns, pure-Python google-adk and adk-fastcompact in turn")
+    _declines(reset=True)
+    python, rust = simulate(turns, seed=seed, on_turn=lambda: step(None))
+    _check_declines("a turn of the conversation")
+    for turn in range(turns):
+        if python.events[turn] != rust.events[turn]:
+            raise BenchmarkMismatchError(
+                f"turn {turn + 1}: {rust.events[turn]} events, expected {python.events[turn]}"
+            )
+    if python.summaries != rust.summaries:
+        raise BenchmarkMismatchError("turn: the summarizer got different events")
+    rows: list[Row] = []
+    for checkpoint in sorted(set(checkpoints)):
+        window = slice(max(0, checkpoint - WINDOW), checkpoint)
+        python_ms = statistics.mean(python.overhead_s[window]) * 1e3
+        rust_ms = statistics.mean(rust.overhead_s[window]) * 1e3
+        rows.append(
+            TurnRow(
+                op=TURN_OP,
+                regime="turn",
+                events=python.events[checkpoint - 1],
+                turn=checkpoint,
+                python_ms=python_ms,
+                rust_ms=rust_ms,
+                ratio=_ratio(python_ms, rust_ms),
+            )
+        )
+    return rows
+
+
+def _names(kind: str, given: Iterable[str], known: tuple[str, ...]) -> list[str]:
+    names = list(dict.fromkeys(given))
+    unknown = [name for name in names if name not in known]
+    if unknown or not names:
+        raise ValueError(f"{kind} must be some of {', '.join(known)}; got {names}")
+    return names
+
+
+class Selection(NamedTuple):
+    """What `run_bench` runs, validated (see `select`)."""
+
+    sizes: list[int]  # Empty when no cold or warm operation is selected.
+    sized_regimes: list[str]
+    filter_ops: list[str]
+    compaction_ops: list[str]
+    turns: list[int]  # The turn regime's checkpoints; empty when it does not run.
+
+
+def select(
+    sizes: Iterable[int] = DEFAULT_SIZES,
+    repeat: int | None = None,
+    *,
+    regimes: Iterable[str] = REGIMES,
+    ops: Iterable[str] = ALL_OPS,
+    turns: Iterable[int] = DEFAULT_TURNS,
+) -> Selection:
+    """Validates `run_bench`'s arguments; raises ValueError on bad ones."""
+    regimes = _names("regimes", regimes, REGIMES)
+    ops = _names("ops", ops, ALL_OPS)
+    sizes, checkpoints = list(sizes), list(turns)
+    sized_regimes = [regime for regime in SIZED_REGIMES if regime in regimes]
+    sized_ops = [op for op in OPS if op in ops] if sized_regimes else []
+    run_turns = "turn" in regimes and TURN_OP in ops
+    if not sized_ops and not run_turns:
+        raise ValueError(
+            f"nothing to time: no operation of {', '.join(ops)} runs in {', '.join(regimes)}"
+        )
+    if sized_ops:
+        if not sizes or any(size < 1 for size in sizes):
+            raise ValueError(f"sizes must be a non-empty list of sizes >= 1: {sizes}")
+        compaction = [op for op in sized_ops if op in COMPACTION_OPS]
+        if compaction and min(sizes) < MIN_DUE_EVENTS:
+            raise ValueError(
+                f"the compaction operations ({', '.join(compaction)}) need sessions of "
+                f"at least {MIN_DUE_EVENTS} events; got sizes {sizes}"
+            )
+    if run_turns and (not checkpoints or any(turn < 1 for turn in checkpoints)):
+        raise ValueError(f"turns must be a non-empty list of turns >= 1: {checkpoints}")
+    if repeat is not None and repeat < 1:
+        raise ValueError(f"repeat must be >= 1, got {repeat}")
+    return Selection(
+        sizes=sizes if sized_ops else [],
+        sized_regimes=sized_regimes if sized_ops else [],
+        filter_ops=[op for op in sized_ops if op in FILTER_OPS],
+        compaction_ops=[op for op in sized_ops if op in COMPACTION_OPS],
+        turns=checkpoints if run_turns else [],
+    )
 
 
 def run_bench(
@@ -272,37 +670,56 @@ def run_bench(
     seed: int = 0,
     python: Implementation | None = None,
     rust: Implementation = RUST,
+    regimes: Iterable[str] = REGIMES,
+    ops: Iterable[str] = ALL_OPS,
+    turns: Iterable[int] = DEFAULT_TURNS,
 ) -> list[Row]:
-    """Times every operation on sessions of each size, Python against Rust.
+    """Times the selected operations and regimes, Python against Rust.
 
     Args:
-        sizes: Session sizes in events, each >= 1.
+        sizes: Session sizes in events for the cold and warm regimes, each
+            >= 1, and >= `MIN_DUE_EVENTS` for the compaction operations.
         repeat: Timed calls per implementation, operation and regime; by
             default `default_repeat(size)` (15, 7, 3 for 1k, 10k, 50k).
         progress: Called as ``progress(completed, total, description)``
             before the first step and after every step.
-        seed: Seed of `build_session`.
+        seed: Seed of `build_session`, `build_due_session` and the
+            conversation script.
         python: The baseline; by default `python_implementation()`.
         rust: The implementation under test.
+        regimes: Some of `REGIMES`.
+        ops: Some of `ALL_OPS`; `TURN_OP` is the turn regime's.
+        turns: The turn regime's checkpoints, each >= 1; it runs
+            ``max(turns)`` turns per side.
 
     Returns:
-        One row per size, regime and operation, in that nesting order.
+        One row per size, regime and operation (cold and warm, in that
+        nesting order), then one `TurnRow` per checkpoint.
 
     Raises:
-        ValueError: On a size < 1 or a repeat < 1.
-        BenchmarkMismatchError: If the implementations disagree on a session,
-            or the Rust core declines it (its timings would be Python's).
+        ValueError: On a bad size, repeat, regime, operation or checkpoint,
+            or a selection with nothing to time.
+        BenchmarkMismatchError: If the implementations disagree, or the
+            Rust core declines a session (its timings would be Python's).
     """
-    sizes = list(sizes)
-    if not sizes or any(size < 1 for size in sizes):
-        raise ValueError(f"sizes must be a non-empty list of sizes >= 1: {sizes}")
-    if repeat is not None and repeat < 1:
-        raise ValueError(f"repeat must be >= 1, got {repeat}")
+    chosen = select(sizes, repeat, regimes=regimes, ops=ops, turns=turns)
+    sizes, checkpoints = chosen.sizes, chosen.turns
+    sized_regimes, filter_ops, compaction_ops = (
+        chosen.sized_regimes,
+        chosen.filter_ops,
+        chosen.compaction_ops,
+    )
+    sized_ops = filter_ops + compaction_ops
+    run_turns = bool(checkpoints)
     repeats = [repeat or default_repeat(size) for size in sizes]
-    if python is None:
-        python = python_implementation()
-    # Per size: build, check, then two timed calls per repetition.
-    total = sum(2 + len(OPS) * len(REGIMES) * 2 * r for r in repeats)
+    total = sum(
+        2 * bool(filter_ops)
+        + 2 * bool(compaction_ops)
+        + len(sized_ops) * len(sized_regimes) * 2 * r
+        for r in repeats
+    )
+    if run_turns:
+        total += 2 * max(checkpoints)
     completed = 0
     description = ""
 
@@ -315,37 +732,87 @@ def run_bench(
         if progress is not None:
             progress(completed, total, description)
 
+    was_installed = _patch.installed() is not None
+    # The originals must be resolved while google-adk still holds them.
+    _set_installed(False)
+    if python is None:
+        python = python_implementation()
     rows: list[Row] = []
-    impls = (python, rust)
-    for size, size_repeat in zip(sizes, repeats, strict=True):
-        step(f"{size:,} events: building the session")
-        events = build_session(size, seed)
-        step()
-        step(f"{size:,} events: checking that Python and Rust agree")
-        check_rust_declines = rust is RUST
-        if check_rust_declines:
-            _declines(reset=True)
-        check_agreement(events, python, rust)
-        declined = _declines(reset=True) if check_rust_declines else {}
-        if declined:
-            raise BenchmarkMismatchError(
-                f"the Rust core declined the {size:,}-event session "
-                f"{declined}; its timings would be google-adk's own"
+    loop = asyncio.new_event_loop()
+    try:
+        agent = LlmAgent(name=AGENT_NAME, model=ScriptedLlm())
+        for size, size_repeat in zip(sizes, repeats, strict=True):
+            if filter_ops:
+                step(f"{size:,} events: building the session")
+                with no_gc():
+                    events = build_session(size, seed)
+                step()
+                step(f"{size:,} events: checking that Python and Rust filter alike")
+                _set_installed(False)
+                _declines(reset=True)
+                check_agreement(events, python, rust)
+                if rust is RUST:
+                    _check_declines(f"the {size:,}-event session")
+                step()
+                for regime in sized_regimes:
+                    for op in filter_ops:
+                        step(f"{size:,} events: {op} ({regime})")
+                        sides = (_prepare_filter(op, python), _prepare_filter(op, rust))
+                        python_ms, rust_ms = _median_ms(regime, events, sides, size_repeat, step)
+                        rows.append(
+                            Row(
+                                op=op,
+                                regime=regime,
+                                events=size,
+                                python_ms=python_ms,
+                                rust_ms=rust_ms,
+                                ratio=_ratio(python_ms, rust_ms),
+                            )
+                        )
+                del events
+            if compaction_ops:
+                step(f"{size:,} events: building the session with a due compaction")
+                with no_gc():
+                    events = build_due_session(size, seed)
+                step()
+                step(f"{size:,} events: checking that Python and Rust compact alike")
+                for op in compaction_ops:
+                    _declines(reset=True)
+                    check_compaction(op, events, python, rust, agent, loop)
+                    if rust.patched:
+                        _check_declines(f"the {size:,}-event session ({op})")
+                step()
+                for regime in sized_regimes:
+                    for op in compaction_ops:
+                        step(f"{size:,} events: {op} ({regime})")
+                        sides = (
+                            _prepare_compaction(op, python, agent, loop),
+                            _prepare_compaction(op, rust, agent, loop),
+                        )
+                        python_ms, rust_ms = _median_ms(regime, events, sides, size_repeat, step)
+                        rows.append(
+                            Row(
+                                op=op,
+                                regime=regime,
+                                events=size,
+                                python_ms=python_ms,
+                                rust_ms=rust_ms,
+                                ratio=_ratio(python_ms, rust_ms),
+                            )
+                        )
+                del events
+            gc.collect()
+        # Sizes, then regimes, then operations in report order.
+        order = {
+            (size, regime, op): index
+            for index, (size, regime, op) in enumerate(
+                (size, regime, op) for size in sizes for regime in sized_regimes for op in OPS
             )
-        step()
-        for regime in REGIMES:
-            for op in OPS:
-                step(f"{size:,} events: {op} ({regime})")
-                python_ms, rust_ms = _median_ms(op, regime, events, impls, size_repeat, step)
-                rows.append(
-                    Row(
-                        op=op,
-                        regime=regime,
-                        events=size,
-                        python_ms=python_ms,
-                        rust_ms=rust_ms,
-                        ratio=python_ms / rust_ms if rust_ms > 0 else float("inf"),
-                    )
-                )
-        del events
+        }
+        rows.sort(key=lambda row: order[row["events"], row["regime"], row["op"]])
+        if run_turns:
+            rows.extend(_turn_rows(checkpoints, seed, step))
+    finally:
+        loop.close()
+        _set_installed(was_installed)
     return rows

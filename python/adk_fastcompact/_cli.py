@@ -1,8 +1,9 @@
 """The `python -m adk_fastcompact` command line.
 
 Subcommands:
-  bench   time google-adk's pure-Python prompt filtering against the Rust core
-          on the same generated sessions, in one run (see `_bench`).
+  bench   time google-adk's pure-Python compaction bookkeeping (prompt
+          filtering, the two compaction entry points, a Runner conversation)
+          against the Rust core, in one run (see `_bench`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import json
 import os
 import platform
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -52,8 +53,22 @@ def _sizes(text: str) -> list[int]:
     return [_positive_int(item) for item in items]
 
 
+def _names(known: Sequence[str]) -> Callable[[str], list[str]]:
+    def parse(text: str) -> list[str]:
+        names = [item.strip() for item in text.split(",")]
+        unknown = [name for name in names if name not in known]
+        if unknown or not all(names):
+            raise argparse.ArgumentTypeError(
+                f"expected comma-separated names among {','.join(known)}; got {text!r}"
+            )
+        return names
+
+    return parse
+
+
 def _parser() -> argparse.ArgumentParser:
-    from ._bench import DEFAULT_SIZES
+    from ._bench import ALL_OPS, DEFAULT_SIZES, DEFAULT_TURNS, REGIMES
+    from ._simulate import WINDOW
 
     parser = argparse.ArgumentParser(
         prog=PROG,
@@ -65,10 +80,13 @@ def _parser() -> argparse.ArgumentParser:
         "bench",
         help="time pure-Python google-adk against the Rust core",
         description=(
-            "Time google-adk's pure-Python prompt filtering and adk-fastcompact's "
-            "Rust core on the same generated sessions, in one run: median "
+            "Time google-adk 2.13.0's pure-Python compaction bookkeeping and "
+            "adk-fastcompact's Rust core in one run: the prompt-filtering helpers "
+            "and the two compaction entry points on generated sessions, median "
             "milliseconds per call on fresh deep copies (cold) and on the same "
-            "objects again (warm)."
+            "objects again (warm); and a scripted conversation through a real "
+            "google-adk Runner, mean milliseconds per turn spent in compaction and "
+            "prompt filtering (turn)."
         ),
     )
     bench.add_argument(
@@ -83,9 +101,35 @@ def _parser() -> argparse.ArgumentParser:
         type=_positive_int,
         default=None,
         metavar="N",
-        help="timed calls per case and side (default: 15, 7, 3 for 1k, 10k, 50k)",
+        help="cold and warm: timed calls per case and side (default: 15, 7, 3 for 1k, 10k, 50k)",
     )
-    bench.add_argument("--seed", type=int, default=0, metavar="S", help="session seed (default: 0)")
+    bench.add_argument(
+        "--regimes",
+        type=_names(REGIMES),
+        default=list(REGIMES),
+        metavar="R[,R...]",
+        help=f"regimes to run (default: {','.join(REGIMES)})",
+    )
+    bench.add_argument(
+        "--ops",
+        type=_names(ALL_OPS),
+        default=list(ALL_OPS),
+        metavar="OP[,OP...]",
+        help=f"operations to time (default: all of {','.join(ALL_OPS)})",
+    )
+    bench.add_argument(
+        "--turns",
+        type=_sizes,
+        default=list(DEFAULT_TURNS),
+        metavar="N[,N...]",
+        help=(
+            f"turn-regime checkpoints; each reports the mean of the {WINDOW} turns up "
+            f"to it (default: {','.join(map(str, DEFAULT_TURNS))})"
+        ),
+    )
+    bench.add_argument(
+        "--seed", type=int, default=0, metavar="S", help="session and script seed (default: 0)"
+    )
     bench.add_argument(
         "--json",
         action="store_true",
@@ -121,41 +165,67 @@ def _ms(value: float) -> str:
 
 
 def _table(rows: Sequence[Row]) -> Table:
+    from ._bench import HEADLINE
+    from ._simulate import WINDOW
+
+    turns = any("turn" in row for row in rows)
+    regimes = {row["regime"] for row in rows}
+    captions = {
+        "cold": "cold: median ms per call, on fresh deep copies",
+        "warm": "warm: median ms per call, on the same objects again",
+        "turn": (
+            f"turn: mean ms per turn inside compaction and prompt filtering, "
+            f"over the {WINDOW} turns up to the turn shown"
+        ),
+    }
     table = Table(
-        title="google-adk prompt filtering: pure Python vs Rust (median ms per call)",
-        caption="cold: fresh deep copies per call; warm: the same objects again",
+        title="google-adk compaction bookkeeping: pure Python vs Rust",
+        caption="; ".join(text for regime, text in captions.items() if regime in regimes),
     )
     table.add_column("events", justify="right")
     table.add_column("regime")
+    if turns:
+        table.add_column("turn", justify="right")
     table.add_column("operation")
     table.add_column("python ms", justify="right")
     table.add_column("rust ms", justify="right")
     table.add_column("speed-up", justify="right")
     previous: tuple[int, str] | None = None
     for row in rows:
-        group = (row["events"], row["regime"])
+        turn = row.get("turn")
+        # Turn rows share one section; sized rows have one per size and regime.
+        group = (-1, row["regime"]) if turn is not None else (row["events"], row["regime"])
         if previous is not None and group != previous:
             # A rule between sizes, and between regimes within a size.
             table.add_section()
         first = group != previous
         previous = group
-        headline = row["op"] == "process+recover"
-        table.add_row(
-            f"{row['events']:,}" if first else "",
+        cells = [
+            f"{row['events']:,}" if first or turn is not None else "",
             row["regime"] if first else "",
+        ]
+        if turns:
+            cells.append(f"{turn:,}" if turn is not None else "")
+        table.add_row(
+            *cells,
             row["op"],
             _ms(row["python_ms"]),
             _ms(row["rust_ms"]),
             f"{row['ratio']:.1f}x",
-            style="bold" if headline else None,
+            style="bold" if row["op"] == HEADLINE else None,
         )
     return table
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from ._bench import BenchmarkMismatchError, run_bench
+    from ._bench import BenchmarkMismatchError, run_bench, select
 
     stderr = Console(stderr=True)
+    try:
+        select(args.sizes, args.repeat, regimes=args.regimes, ops=args.ops, turns=args.turns)
+    except ValueError as error:
+        stderr.print(f"[bold red]error:[/] {error}")
+        return 2
     columns = (
         TextColumn("{task.description}"),
         BarColumn(),
@@ -169,7 +239,15 @@ def _bench(args: argparse.Namespace) -> int:
             def progress(completed: int, total: int, description: str) -> None:
                 bar.update(task, completed=completed, total=total, description=description)
 
-            rows = run_bench(args.sizes, repeat=args.repeat, progress=progress, seed=args.seed)
+            rows = run_bench(
+                args.sizes,
+                repeat=args.repeat,
+                progress=progress,
+                seed=args.seed,
+                regimes=args.regimes,
+                ops=args.ops,
+                turns=args.turns,
+            )
     except BenchmarkMismatchError as error:
         stderr.print(f"[bold red]benchmark aborted:[/] {error}")
         return 1
@@ -178,6 +256,9 @@ def _bench(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
         return 0
     stdout = Console()
+    if not stdout.is_terminal:
+        # A file or a pipe has no width; rich's 80 columns would cut the names.
+        stdout = Console(width=max(stdout.width, 120))
     stdout.print(_table(rows))
     stdout.print(machine_line(), style="dim")
     return 0

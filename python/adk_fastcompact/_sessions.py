@@ -129,7 +129,7 @@ class _Builder:
 
     `live` mirrors `_apply_rewinds(events)` restricted to non-compaction
     invocations, and `compactions` the live compaction events as
-    ``(invocations live when appended, end_timestamp)``; both are updated
+    ``(invocations live when appended, end_timestamp, event)``; both are updated
     incrementally, so building stays linear in the number of events.
     """
 
@@ -138,7 +138,7 @@ class _Builder:
     timestamp: float = START_TIMESTAMP
     invocations: int = 0
     live: list[_Invocation] = field(default_factory=list)
-    compactions: list[tuple[int, float]] = field(default_factory=list)
+    compactions: list[tuple[int, float, Event]] = field(default_factory=list)
     pending: list[_Pending] = field(default_factory=list)
     prompt_chars: int = 2_000
 
@@ -391,7 +391,7 @@ class _Builder:
         start = self.live[max(0, first_new - OVERLAP_SIZE)].first_timestamp
         end = self.live[-1].last_timestamp
         summary = _words(self.rng, 80, 250)
-        self._append(
+        event = self._append(
             _uuid(self.rng),
             "user",
             actions=EventActions(
@@ -406,7 +406,7 @@ class _Builder:
                 candidates_token_count=len(summary) // 4,
             ),
         )
-        self.compactions.append((len(self.live), end))
+        self.compactions.append((len(self.live), end, event))
         self.prompt_chars = 2_000 + 4 * len(summary)
 
     # -- invocations --------------------------------------------------------
@@ -442,15 +442,17 @@ class _Builder:
         self.model_text(invocation_id)
         self.maybe_compact()
 
-    def in_flight(self, size: int) -> None:
+    def in_flight(self, size: int, resume: bool = True) -> None:
         """The invocation whose next model call is being prepared.
 
-        `size` (1-4) events: the user turn, an interim model text when `size`
-        is even, a finished tool step when `size` >= 3.
+        `size` (1-4) events: the user turn (the real response of a pending
+        long-running call if there is one and `resume`, else text), an
+        interim model text when `size` is even, a finished tool step when
+        `size` >= 3.
         """
         self.invocations += 1
         invocation_id = f"e-{_uuid(self.rng)}"
-        if self.pending:
+        if self.pending and resume:
             self.user_resume(invocation_id, self.pending[0])
         else:
             self.user_text(invocation_id)
@@ -458,6 +460,23 @@ class _Builder:
             self.model_text(invocation_id, 5, 20)
         if size >= 3:
             self.tool_step(invocation_id, parallel=1)
+
+
+def _build(n_events: int, seed: int, resume: bool = True) -> _Builder:
+    if n_events < 0:
+        raise ValueError(f"n_events must be >= 0, got {n_events}")
+    builder = _Builder(random.Random(seed))
+    while n_events - len(builder.events) > _TAIL_ROOM:
+        if len(builder.live) >= 2 and builder.rng.random() < 0.03:
+            builder.rewind()
+        builder.invocation(closing=n_events - len(builder.events) <= _CLOSING)
+    # A plain invocation and its compaction event leave at least 2 events.
+    while n_events - len(builder.events) >= 5:
+        builder.plain_invocation()
+    if len(builder.events) < n_events:
+        builder.in_flight(n_events - len(builder.events), resume)
+    assert len(builder.events) == n_events
+    return builder
 
 
 def build_session(n_events: int, seed: int = 0) -> list[Event]:
@@ -475,17 +494,43 @@ def build_session(n_events: int, seed: int = 0) -> list[Event]:
     Raises:
         ValueError: If `n_events` is negative.
     """
-    if n_events < 0:
-        raise ValueError(f"n_events must be >= 0, got {n_events}")
-    builder = _Builder(random.Random(seed))
-    while n_events - len(builder.events) > _TAIL_ROOM:
-        if len(builder.live) >= 2 and builder.rng.random() < 0.03:
-            builder.rewind()
-        builder.invocation(closing=n_events - len(builder.events) <= _CLOSING)
-    # A plain invocation and its compaction event leave at least 2 events.
-    while n_events - len(builder.events) >= 5:
-        builder.plain_invocation()
-    if len(builder.events) < n_events:
-        builder.in_flight(n_events - len(builder.events))
-    assert len(builder.events) == n_events
-    return builder.events
+    return _build(n_events, seed).events
+
+
+MIN_DUE_EVENTS = 20
+"""The smallest size `build_due_session` accepts."""
+
+
+def build_due_session(n_events: int, seed: int = 0) -> list[Event]:
+    """A session of exactly `n_events` events whose compaction is due.
+
+    `build_session(n_events + 1, seed)` without its last live compaction
+    event, and with an in-flight invocation that opens with a user text: the
+    state of a session whose summarizer did not write the last summary (it
+    failed, or it is being written now). The invocations that summary covered
+    are new again, so google-adk's sliding window (`compaction_interval=3`,
+    `overlap_size=1`) triggers on it, its window reaching from the invocation
+    before them to the in-flight one; and the events after the previous
+    summary, each model answer carrying the `usage_metadata` the generator
+    gives it (prompt token counts of at least 500), are the token-threshold
+    candidates. (A user turn answering a call summarized away, as
+    `build_session` ends, would hold google-adk's token-threshold split at 0:
+    the retained tail would keep a response whose call no candidate holds.)
+
+    Args:
+        n_events: Number of events to return, at least `MIN_DUE_EVENTS`.
+        seed: As for `build_session`.
+
+    Returns:
+        The session's events in chronological order.
+
+    Raises:
+        ValueError: If `n_events` is below `MIN_DUE_EVENTS`.
+    """
+    if n_events < MIN_DUE_EVENTS:
+        raise ValueError(f"n_events must be >= {MIN_DUE_EVENTS}, got {n_events}")
+    builder = _build(n_events + 1, seed, resume=False)
+    if not builder.compactions:
+        raise ValueError(f"the {n_events + 1}-event session of seed {seed} has no compaction")
+    last = builder.compactions[-1][2]
+    return [event for event in builder.events if event is not last]
