@@ -25,6 +25,7 @@ from typing import Any
 
 from google.adk.apps import compaction as _adk
 from google.adk.events.event import Event
+from google.adk.platform import time as _platform_time
 from google.adk.platform import uuid as _platform_uuid
 from google.genai import types
 
@@ -57,6 +58,16 @@ def _draw_ids(count: int) -> None:
         Event.new_id()
 
 
+def _read_clock() -> None:
+    """Reads google-adk's clock once, as building a timestamp-less Event does.
+
+    Skipped under the default provider (`time.time`), where a read is
+    unobservable; a custom provider (a fake clock, say) sees the same reads.
+    """
+    if _platform_time._time_provider_context_var.get() is not _platform_time._default_time_provider:
+        _platform_time.get_time()
+
+
 def _worth_compacting(pricing: Any) -> bool:
     """google-adk's `_is_range_worth_compacting`, from Rust's presence diff.
 
@@ -64,13 +75,16 @@ def _worth_compacting(pricing: Any) -> bool:
     ids from the id provider), filters and serializes the whole history with
     and without it, and compares the saving with the size of the latest
     summary. Rust found which items the weightless summary removes and adds;
-    only those are measured here, and the ids google-adk draws on the way
-    are drawn too (see `_draw_ids`).
+    only those are measured here, and the ids google-adk draws and the clock
+    reads it makes on the way are made too (see `_draw_ids`, `_read_clock`).
     """
     removed, added, weightless_added, previous, materialized = pricing
-    # The weightless summary's invocation_id and id, then one id per summary
-    # google-adk materializes while filtering the history twice.
-    _draw_ids(2 + materialized)
+    # google-adk's weightless summary draws its invocation_id, reads the
+    # clock for its default timestamp, draws its own id; then one id per
+    # summary it materializes while filtering the history twice.
+    _draw_ids(1)
+    _read_clock()
+    _draw_ids(1 + materialized)
     removable = sum(map(_content_size, removed)) - sum(map(_content_size, added))
     if weightless_added:
         removable -= _EMPTY_SUMMARY_SIZE

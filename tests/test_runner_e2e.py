@@ -1,0 +1,541 @@
+"""End-to-end: a real Runner, with and without `install()`, must behave identically.
+
+An `LlmAgent` app (tools: a small calculator, a catalogue lookup, a tool with
+large JSON responses, a `LongRunningFunctionTool`, an `AgentTool` around a
+`researcher` agent, and a `helper` sub-agent reached by `transfer_to_agent`)
+runs a long seeded conversation through `Runner.run_async`, driven by the
+scripted models of `scripted_llm.py`, with compaction configured on the
+`App` and summaries written by google-adk's `LlmEventSummarizer` over a
+scripted model. Long-running jobs are answered several turns later by a user
+message carrying the `FunctionResponse`, and now and then the newest
+invocation is rewound.
+
+Ids come from a counter (`google.adk.platform.uuid.set_id_provider`) and time
+from a fixed-step clock (`google.adk.platform.time.set_time_provider`, every
+reading advances it), so a conversation is a pure function of the code that
+runs it. The same conversation runs once on google-adk's own code and once
+after `adk_fastcompact.install()`; every request every model saw, every event
+the runner yielded and the stored session at the end must be equal, and so
+must the sequence of compaction triggers.
+
+It runs on both session services google-adk ships in-process:
+`InMemorySessionService` (200 user messages) and `SqliteSessionService` on a
+`tmp_path` file (100, a cheaper and a cold-load path: every turn reloads the
+events), under three configs: sliding window, token threshold, and both.
+The test also checks that the comparison is not vacuous: several summaries
+are stored (from both triggers when both are configured), most root prompts
+carry a summary, the newest invocation was rewound at least once, a
+long-running call was resumed after a stored compaction covered it and came
+back into the prompt that read its result, and the installed run went
+through each Rust entry point on this path without a single decline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import random
+import time
+import warnings
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import adk_fastcompact
+import pytest
+from adk_fastcompact import _native
+from google.adk.agents.llm_agent import LlmAgent
+from google.adk.apps import compaction as adk_compaction
+from google.adk.apps.app import App, EventsCompactionConfig
+from google.adk.apps.llm_event_summarizer import LlmEventSummarizer
+from google.adk.events.event import Event
+from google.adk.platform import time as platform_time
+from google.adk.platform import uuid as platform_uuid
+from google.adk.runners import Runner
+from google.adk.sessions.base_session_service import BaseSessionService
+from google.adk.sessions.in_memory_session_service import InMemorySessionService
+from google.adk.sessions.sqlite_session_service import SqliteSessionService
+from google.adk.tools.agent_tool import AgentTool
+from google.adk.tools.long_running_tool import LongRunningFunctionTool
+from google.genai import types
+from scripted_llm import ACTIONS, ScriptedLlm, big_report, calc, lookup, start_job, words
+
+APP = "e2e_app"
+USER = "user-1"
+SESSION = "session-1"
+
+#: Compaction configs (EventsCompactionConfig fields besides the summarizer).
+CONFIGS: dict[str, dict[str, int]] = {
+    "window": {"compaction_interval": 3, "overlap_size": 1},
+    "token": {"token_threshold": 2500, "event_retention_size": 3},
+    "both": {
+        "compaction_interval": 2,
+        "overlap_size": 1,
+        "token_threshold": 2500,
+        "event_retention_size": 2,
+    },
+}
+
+#: Conversation length per session service: user messages sent through
+#: `Runner.run_async` (the rewinds the driver makes on the way come on top).
+TURNS = {"memory": 200, "sqlite": 100}
+
+#: How often the driver asks for each action on a text turn.
+WEIGHTS = {
+    "chat": 6,
+    "tool": 4,
+    "chain": 2,
+    "parallel": 3,
+    "big": 2,
+    "long": 2,
+    "long2": 1,
+    "agent": 2,
+    "transfer": 2,
+}
+assert set(WEIGHTS) == set(ACTIONS)
+
+#: The Rust entry points whose use is counted in the installed run.
+NATIVE = (
+    "apply_rewinds",
+    "get_compaction_ranges",
+    "process_compaction_events",
+    "recover_compacted_function_calls",
+    "prompt_chars_delta",
+    "sliding_window",
+    "token_threshold_selection",
+)
+
+# Warnings google-adk emits on this path whatever the accelerator does
+# (pytest turns warnings into errors): the experimental-API notice and the
+# deprecated `plugins` argument AgentTool passes to its inner Runner.
+_EXPECTED_WARNINGS = (
+    (UserWarning, r"\[EXPERIMENTAL\]"),
+    (DeprecationWarning, r"The `plugins` argument is deprecated"),
+)
+
+
+@dataclass
+class Conversation:
+    """Everything observable about one run of the conversation."""
+
+    requests: dict[str, list[dict[str, Any]]]
+    responses: dict[str, list[dict[str, Any]]]
+    yielded: list[list[dict[str, Any]]]
+    stored: list[dict[str, Any]]
+    session: dict[str, Any]
+    log: list[str]
+    triggers: list[str] = field(default_factory=list)
+    # Not compared: what the test checks the run for.
+    events: list[Event] = field(repr=False, default_factory=list)
+    native_calls: Counter[str] = field(default_factory=Counter)
+    native_declined: Counter[str] = field(default_factory=Counter)
+    declines: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+@dataclass
+class _Pending:
+    due: int
+    call_id: str
+    job: str
+    invocation_id: str
+
+
+def _build_runner(
+    service: BaseSessionService, config: dict[str, int], seed: str
+) -> tuple[Runner, dict[str, ScriptedLlm]]:
+    models = {
+        name: ScriptedLlm(model=name, seed=seed)
+        for name in ("root", "helper", "researcher", "summarizer")
+    }
+    researcher = LlmAgent(
+        name="researcher",
+        model=models["researcher"],
+        description="Researches a request.",
+        instruction="Research the request and answer briefly.",
+    )
+    helper = LlmAgent(
+        name="helper",
+        model=models["helper"],
+        description="Answers questions the root agent hands over.",
+        instruction="You are the helper. Transfer back to root when you are done.",
+        tools=[lookup],
+    )
+    root = LlmAgent(
+        name="root",
+        model=models["root"],
+        description="The coordinator.",
+        instruction="You are the root agent. Use your tools.",
+        tools=[
+            calc,
+            lookup,
+            big_report,
+            LongRunningFunctionTool(start_job),
+            AgentTool(agent=researcher),
+        ],
+        sub_agents=[helper],
+    )
+    compaction = EventsCompactionConfig(
+        summarizer=LlmEventSummarizer(llm=models["summarizer"]), **config
+    )
+    app = App(name=APP, root_agent=root, events_compaction_config=compaction)
+    return Runner(app=app, session_service=service), models
+
+
+def _user_text(text: str) -> types.Content:
+    return types.Content(role="user", parts=[types.Part(text=text)])
+
+
+def _resume_message(pending: _Pending, rng: random.Random) -> types.Content:
+    response = {"status": "done", "job": pending.job, "result": words(rng, 8 + rng.randrange(30))}
+    return types.Content(
+        role="user",
+        parts=[
+            types.Part(
+                function_response=types.FunctionResponse(
+                    id=pending.call_id, name="start_job", response=response
+                )
+            )
+        ],
+    )
+
+
+def _dump(event: Event) -> dict[str, Any]:
+    return event.model_dump(mode="json")
+
+
+async def _converse(
+    service: BaseSessionService, config: dict[str, int], turns: int, seed: str
+) -> Conversation:
+    runner, models = _build_runner(service, config, seed)
+    await service.create_session(app_name=APP, user_id=USER, session_id=SESSION)
+    rng = random.Random(f"driver/{seed}")
+    actions, weights = zip(*WEIGHTS.items(), strict=True)
+    pending: list[_Pending] = []
+    yielded: list[list[dict[str, Any]]] = []
+    log: list[str] = []
+    # The invocation the previous text turn started, while it may be rewound.
+    rewindable: str | None = None
+    turn = 0
+    while turn < turns:
+        due = [p for p in pending if p.due <= turn]
+        if rewindable is not None and not due and rng.random() < 0.04:
+            await runner.rewind_async(
+                user_id=USER, session_id=SESSION, rewind_before_invocation_id=rewindable
+            )
+            pending = [p for p in pending if p.invocation_id != rewindable]
+            log.append(f"{turn}: rewind {rewindable}")
+            rewindable = None
+            continue
+        if due:
+            job = due[0]
+            pending.remove(job)
+            message = _resume_message(job, rng)
+            log.append(f"{turn}: resume {job.call_id} ({job.job})")
+        else:
+            action = rng.choices(actions, weights)[0]
+            message = _user_text(f"turn {turn}: {action} {words(rng, 3 + rng.randrange(12))}")
+            log.append(f"{turn}: {action}")
+        events = [
+            event
+            async for event in runner.run_async(
+                user_id=USER, session_id=SESSION, new_message=message
+            )
+        ]
+        yielded.append([_dump(event) for event in events])
+        invocation_ids = {event.invocation_id for event in events}
+        # Only a fresh invocation is rewound: rewinding a resumed one would
+        # annul everything since the call it answered.
+        rewindable = None if due or len(invocation_ids) != 1 else invocation_ids.pop()
+        for event in events:
+            for call in event.get_function_calls():
+                if call.id in (event.long_running_tool_ids or ()):
+                    pending.append(
+                        _Pending(
+                            due=turn + 2 + rng.randrange(12),
+                            call_id=call.id,
+                            job=str((call.args or {}).get("job")),
+                            invocation_id=event.invocation_id,
+                        )
+                    )
+        turn += 1
+    session = await service.get_session(app_name=APP, user_id=USER, session_id=SESSION)
+    assert session is not None
+    return Conversation(
+        requests={name: model.requests for name, model in models.items()},
+        responses={name: model.responses for name, model in models.items()},
+        yielded=yielded,
+        stored=[_dump(event) for event in session.events],
+        session=session.model_dump(mode="json", exclude={"events"}),
+        log=log,
+        events=list(session.events),
+    )
+
+
+@dataclass
+class Probes:
+    """What the test watches during a run, besides what the run returns."""
+
+    #: Calls into each Rust entry point, and how many of them declined (None).
+    native_calls: Counter[str] = field(default_factory=Counter)
+    native_declined: Counter[str] = field(default_factory=Counter)
+    #: The trigger of every summary google-adk's compaction asked for.
+    triggers: list[str] = field(default_factory=list)
+
+    def clear(self) -> None:
+        self.native_calls.clear()
+        self.native_declined.clear()
+        self.triggers.clear()
+
+
+@pytest.fixture
+def probes(monkeypatch: pytest.MonkeyPatch) -> Probes:
+    """Counts the calls into the Rust core and records the compaction triggers.
+
+    Both compaction paths, google-adk's and ours, reach the summarizer
+    through `google.adk.apps.compaction._summarize_events_with_trace`
+    (looked up on the module at call time), which `install()` leaves alone.
+    """
+    found = Probes()
+    for name in NATIVE:
+        fn = getattr(_native, name)
+
+        def counted(*args: Any, _fn: Any = fn, _name: str = name, **kwargs: Any) -> Any:
+            found.native_calls[_name] += 1
+            out = _fn(*args, **kwargs)
+            if out is None:
+                found.native_declined[_name] += 1
+            return out
+
+        monkeypatch.setattr(_native, name, counted)
+    summarize = adk_compaction._summarize_events_with_trace
+
+    async def recorded(**kwargs: Any) -> Event | None:
+        found.triggers.append(kwargs["trigger"])
+        return await summarize(**kwargs)
+
+    monkeypatch.setattr(adk_compaction, "_summarize_events_with_trace", recorded)
+    return found
+
+
+def _run(
+    service_kind: str,
+    config: dict[str, int],
+    turns: int,
+    seed: str,
+    db: Path,
+    *,
+    install: bool,
+    probes: Probes,
+) -> Conversation:
+    probes.clear()
+    _native.decline_counts(reset=True)
+    if install:
+        assert adk_fastcompact.install() is True
+    else:
+        adk_fastcompact.uninstall()
+
+    async def main() -> Conversation:
+        ids = itertools.count()
+        clock = itertools.count()
+        platform_uuid.set_id_provider(lambda: f"id-{next(ids):06d}")
+        platform_time.set_time_provider(lambda: 1_000_000.0 + 0.25 * next(clock))
+        try:
+            service: BaseSessionService
+            if service_kind == "sqlite":
+                service = SqliteSessionService(str(db))
+            else:
+                service = InMemorySessionService()
+            return await _converse(service, config, turns, seed)
+        finally:
+            platform_uuid.reset_id_provider()
+            platform_time.reset_time_provider()
+
+    started = time.perf_counter()
+    try:
+        with warnings.catch_warnings():
+            for category, message in _EXPECTED_WARNINGS:
+                warnings.filterwarnings("ignore", message=message, category=category)
+            conversation = asyncio.run(main())
+    finally:
+        adk_fastcompact.uninstall()
+    conversation.seconds = time.perf_counter() - started
+    conversation.triggers = list(probes.triggers)
+    conversation.native_calls = Counter(probes.native_calls)
+    conversation.native_declined = Counter(probes.native_declined)
+    conversation.declines = _native.decline_counts(reset=True)
+    return conversation
+
+
+def _first_difference(a: Any, b: Any, path: str = "") -> str | None:
+    """The path of the first place two dumps differ, with both values."""
+    if type(a) is not type(b):
+        return f"{path}: {a!r} != {b!r}"
+    if isinstance(a, dict):
+        if list(a) != list(b):
+            return f"{path}: keys {list(a)} != {list(b)}"
+        for key in a:
+            found = _first_difference(a[key], b[key], f"{path}.{key}")
+            if found:
+                return found
+        return None
+    if isinstance(a, list):
+        for index, (x, y) in enumerate(zip(a, b, strict=False)):
+            found = _first_difference(x, y, f"{path}[{index}]")
+            if found:
+                return found
+        if len(a) != len(b):
+            return f"{path}: length {len(a)} != {len(b)}"
+        return None
+    return None if a == b else f"{path}: {a!r} != {b!r}"
+
+
+def _assert_same(name: str, plain: Any, fast: Any) -> None:
+    if plain != fast:
+        pytest.fail(f"{name} differ at {_first_difference(plain, fast, name)}")
+
+
+def _compactions(events: list[Event]) -> list[tuple[int, Event]]:
+    return [(i, e) for i, e in enumerate(events) if e.actions and e.actions.compaction]
+
+
+def _resumed_after_compaction(conversation: Conversation) -> list[str]:
+    """Jobs whose call was covered by a stored compaction before its result came."""
+    events = conversation.events
+    found = []
+    for index, event in enumerate(events):
+        for response in event.get_function_responses():
+            if event.author != "user" or response.name != "start_job":
+                continue
+            call_event = next(
+                (
+                    e
+                    for e in events[:index]
+                    if any(c.id == response.id for c in e.get_function_calls())
+                ),
+                None,
+            )
+            assert call_event is not None, response.id
+            covered = any(
+                i < index
+                and c.actions.compaction.start_timestamp
+                <= call_event.timestamp
+                <= c.actions.compaction.end_timestamp
+                for i, c in _compactions(events)
+            )
+            if covered:
+                found.append(str((response.response or {}).get("job")))
+    return found
+
+
+def _parts(request: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    for content in request["contents"]:
+        yield from content.get("parts") or []
+
+
+def _is_summary(part: dict[str, Any]) -> bool:
+    return (part.get("text") or "").startswith("Conversation Language: English. Summary")
+
+
+def _read_after_recovery(conversation: Conversation, job: str) -> bool:
+    """Whether a compacted root prompt carries the job's final result with its call."""
+    for request in conversation.requests["root"]:
+        parts = list(_parts(request))
+        call = any(
+            (p.get("function_call") or {}).get("name") == "start_job"
+            and (p["function_call"].get("args") or {}).get("job") == job
+            for p in parts
+        )
+        result = any(
+            (p.get("function_response") or {}).get("name") == "start_job"
+            and (p["function_response"].get("response") or {}).get("job") == job
+            and p["function_response"]["response"].get("status") == "done"
+            for p in parts
+        )
+        if call and result and any(map(_is_summary, parts)):
+            return True
+    return False
+
+
+@pytest.mark.parametrize("service_kind", ["memory", "sqlite"])
+@pytest.mark.parametrize("config_name", list(CONFIGS))
+def test_runner_conversation_is_identical_with_install(
+    service_kind: str,
+    config_name: str,
+    tmp_path: Path,
+    probes: Probes,
+) -> None:
+    config = CONFIGS[config_name]
+    turns = TURNS[service_kind]
+    seed = f"{config_name}-{service_kind}"
+    plain = _run(
+        service_kind,
+        config,
+        turns,
+        seed,
+        tmp_path / "plain.db",
+        install=False,
+        probes=probes,
+    )
+    fast = _run(
+        service_kind,
+        config,
+        turns,
+        seed,
+        tmp_path / "fast.db",
+        install=True,
+        probes=probes,
+    )
+
+    # google-adk's own run never reached the Rust core.
+    assert sum(plain.native_calls.values()) == 0, plain.native_calls
+
+    # The two runs are the same, observed from every side.
+    for name in plain.requests:
+        _assert_same(f"{name} requests", plain.requests[name], fast.requests[name])
+        _assert_same(f"{name} responses", plain.responses[name], fast.responses[name])
+    _assert_same("yielded events", plain.yielded, fast.yielded)
+    _assert_same("stored events", plain.stored, fast.stored)
+    _assert_same("session", plain.session, fast.session)
+    _assert_same("compaction triggers", plain.triggers, fast.triggers)
+    _assert_same("driver log", plain.log, fast.log)
+
+    # ... and the comparison is not vacuous.
+    log = plain.log
+    assert sum(": rewind " not in entry for entry in log) == turns
+    assert sum(": rewind " in entry for entry in log) >= 1, log
+    compactions = _compactions(plain.events)
+    assert len(compactions) >= 8, len(compactions)
+    assert len(plain.requests["summarizer"]) >= len(compactions)
+    triggers = Counter(plain.triggers)
+    expected = {"sliding_window"} if "compaction_interval" in config else set()
+    if "token_threshold" in config:
+        expected.add("token_threshold")
+    assert set(triggers) == expected, triggers
+    assert min(triggers.values()) >= 3, triggers
+    for name in ("helper", "researcher"):
+        assert plain.requests[name], name
+    compacted_prompts = sum(any(map(_is_summary, _parts(r))) for r in plain.requests["root"])
+    assert compacted_prompts >= len(plain.requests["root"]) // 2
+    resumed = _resumed_after_compaction(plain)
+    assert resumed, "no long-running call was resumed after being compacted away"
+    # The compacted call came back into the prompt that read the job's result.
+    assert any(_read_after_recovery(plain, job) for job in resumed), resumed
+
+    # The installed run used the Rust core, which never declined.
+    # (`get_compaction_ranges` is not among them: on this path google-adk only
+    # calls it from helpers that Rust's selection and pricing replace.)
+    used = {
+        "apply_rewinds",
+        "process_compaction_events",
+        "recover_compacted_function_calls",
+        "prompt_chars_delta",
+        "sliding_window",
+    }
+    if "token_threshold" in config:
+        used.add("token_threshold_selection")
+    assert {name for name in used if fast.native_calls[name] == 0} == set(), fast.native_calls
+    assert sum(fast.native_declined.values()) == 0, fast.native_declined
+    assert fast.declines == {}, fast.declines
