@@ -37,6 +37,52 @@ fn live(views: &[EventView], keep: impl Fn(&EventView) -> bool) -> Vec<usize> {
         .collect()
 }
 
+/// Re-reads `indices` with their function-call data (`need`), once each.
+fn read_calls<'py>(
+    ex: &mut Extractor<'py>,
+    objects: &[Bound<'py, PyAny>],
+    views: &mut [EventView],
+    full: &mut [bool],
+    indices: &[usize],
+    need: Need,
+) -> Extracted<()> {
+    for &i in indices {
+        if !full[i] {
+            views[i] = ex.event(&objects[i], need)?;
+            full[i] = true;
+        }
+    }
+    Ok(())
+}
+
+/// The pairing trim of `window`: the strict pass reads the window's calls;
+/// only when its answer is not settled are the calls of all of `live` read
+/// for google-adk's dead-call pass.
+fn trim<'py>(
+    ex: &mut Extractor<'py>,
+    objects: &[Bound<'py, PyAny>],
+    views: &mut [EventView],
+    full: &mut [bool],
+    window: &[usize],
+    live: &[usize],
+    need: Need,
+) -> Extracted<usize> {
+    read_calls(ex, objects, views, full, window, need)?;
+    let (strict, settled) = guarded(|| Ok(window::strict_prefix(views, &ex.ids, window)))?;
+    if settled {
+        return Ok(strict);
+    }
+    read_calls(ex, objects, views, full, live, need)?;
+    Ok(guarded(|| {
+        Ok(window::longest_self_contained_prefix(
+            views,
+            &ex.ids,
+            window,
+            Some(live),
+        ))
+    })?)
+}
+
 fn objects_of<'py>(
     py: Python<'py>,
     all: &[Bound<'py, PyAny>],
@@ -100,28 +146,15 @@ fn run_sliding<'py>(
     let live = live(&views, |e| e.scope.is_none());
     let candidates = guarded(|| Ok(window::sliding_window_candidates(&views, &live, cfg)))?;
     let mut full = vec![false; views.len()];
-    for &i in &candidates {
-        views[i] = ex.event(&objects[i], FULL)?;
-        full[i] = true;
-    }
-    let (strict, settled) = guarded(|| Ok(window::strict_prefix(&views, &ex.ids, &candidates)))?;
-    let keep = if settled {
-        strict
-    } else {
-        for &i in &live {
-            if !full[i] {
-                views[i] = ex.event(&objects[i], FULL)?;
-            }
-        }
-        guarded(|| {
-            Ok(window::longest_self_contained_prefix(
-                &views,
-                &ex.ids,
-                &candidates,
-                Some(&live),
-            ))
-        })?
-    };
+    let keep = trim(
+        &mut ex,
+        &objects,
+        &mut views,
+        &mut full,
+        &candidates,
+        &live,
+        FULL,
+    )?;
     let to_compact = &candidates[..keep];
     let pricing = if to_compact.is_empty() {
         None
@@ -242,43 +275,24 @@ fn run_token<'py>(
     let count = window::latest_prompt_token_count(&views, &scoped, agent);
     let candidates = guarded(|| Ok(window::token_candidates(&views, &scoped)))?;
     // Function-call data only where the decision reads it (see run_sliding).
+    let need = Need {
+        usage: true,
+        ..FULL
+    };
     let mut full = vec![false; views.len()];
-    for &i in &candidates.candidates {
-        views[i] = ex.event(
-            &objects[i],
-            Need {
-                usage: true,
-                ..FULL
-            },
-        )?;
-        full[i] = true;
-    }
+    read_calls(
+        &mut ex,
+        &objects,
+        &mut views,
+        &mut full,
+        &candidates.candidates,
+        need,
+    )?;
     let window =
         guarded(|| Ok(window::token_window(&views, &ex.ids, &candidates, retention).to_vec()))?;
-    let (strict, settled) = guarded(|| Ok(window::strict_prefix(&views, &ex.ids, &window)))?;
-    let keep = if settled {
-        strict
-    } else {
-        for &i in &scoped {
-            if !full[i] {
-                views[i] = ex.event(
-                    &objects[i],
-                    Need {
-                        usage: true,
-                        ..FULL
-                    },
-                )?;
-            }
-        }
-        guarded(|| {
-            Ok(window::longest_self_contained_prefix(
-                &views,
-                &ex.ids,
-                &window,
-                Some(&scoped),
-            ))
-        })?
-    };
+    let keep = trim(
+        &mut ex, &objects, &mut views, &mut full, &window, &scoped, need,
+    )?;
     let selection = window::finish_token_selection(&views, &candidates, &window[..keep]);
     let pricing = if selection.to_compact.is_empty() {
         None
