@@ -149,6 +149,18 @@ class Row(TypedDict):
     ratio: float  # python_ms / rust_ms: how many times faster Rust is.
 
 
+def _row(op: str, regime: str, events: int, python_ms: float, rust_ms: float) -> Row:
+    """One timed case, with its ratio."""
+    return Row(
+        op=op,
+        regime=regime,
+        events=events,
+        python_ms=python_ms,
+        rust_ms=rust_ms,
+        ratio=_ratio(python_ms, rust_ms),
+    )
+
+
 class TurnRow(Row):
     """A turn-regime line: mean per-turn milliseconds around turn `turn`."""
 
@@ -759,16 +771,7 @@ def run_bench(
                         step(f"{size:,} events: {op} ({regime})")
                         sides = (_prepare_filter(op, python), _prepare_filter(op, rust))
                         python_ms, rust_ms = _median_ms(regime, events, sides, size_repeat, step)
-                        rows.append(
-                            Row(
-                                op=op,
-                                regime=regime,
-                                events=size,
-                                python_ms=python_ms,
-                                rust_ms=rust_ms,
-                                ratio=_ratio(python_ms, rust_ms),
-                            )
-                        )
+                        rows.append(_row(op, regime, size, python_ms, rust_ms))
                 del events
             if compaction_ops:
                 step(f"{size:,} events: building the session with a due compaction")
@@ -790,16 +793,7 @@ def run_bench(
                             _prepare_compaction(op, rust, agent, loop),
                         )
                         python_ms, rust_ms = _median_ms(regime, events, sides, size_repeat, step)
-                        rows.append(
-                            Row(
-                                op=op,
-                                regime=regime,
-                                events=size,
-                                python_ms=python_ms,
-                                rust_ms=rust_ms,
-                                ratio=_ratio(python_ms, rust_ms),
-                            )
-                        )
+                        rows.append(_row(op, regime, size, python_ms, rust_ms))
                 del events
             gc.collect()
         # Sizes, then regimes, then operations in report order.
