@@ -75,6 +75,34 @@ def adk_version() -> str:
     return importlib.metadata.version("google-adk")
 
 
+def rebind(
+    replacements: dict[int, tuple[Callable[..., Any], Callable[..., Any]]],
+) -> list[tuple[Any, str, Callable[..., Any]]]:
+    """Rebinds functions wherever google-adk holds them.
+
+    Imports every module known to bind a helper by name, then, in every
+    loaded `google.adk` module, replaces each attribute that is one of the
+    keyed functions (`id(function) -> (function, replacement)`).
+
+    Returns:
+      `(module, attribute, function)` per replaced binding, to undo them.
+    """
+    for name in _BINDING_MODULES:
+        importlib.import_module(name)
+    done: list[tuple[Any, str, Callable[..., Any]]] = []
+    for module_name, module in list(sys.modules.items()):
+        if module is None or not (
+            module_name == "google.adk" or module_name.startswith("google.adk.")
+        ):
+            continue
+        for attr, value in list(vars(module).items()):
+            hit = replacements.get(id(value))
+            if hit is not None and hit[0] is value:
+                setattr(module, attr, hit[1])
+                done.append((module, attr, value))
+    return done
+
+
 def install(mode: str = "parity", *, strict: bool = False) -> bool:
     """Makes google-adk use the Rust implementations.
 
@@ -112,22 +140,11 @@ def install(mode: str = "parity", *, strict: bool = False) -> bool:
             if _mode != mode:
                 raise ValueError(f"already installed in mode {_mode!r}; uninstall first")
             return True
-        for name in _BINDING_MODULES:
-            importlib.import_module(name)
         originals = {}
         for name, new in _REPLACEMENTS.items():
             orig = _reference.original(name)
             originals[id(orig)] = (orig, new)
-        for module_name, module in list(sys.modules.items()):
-            if module is None or not (
-                module_name == "google.adk" or module_name.startswith("google.adk.")
-            ):
-                continue
-            for attr, value in list(vars(module).items()):
-                hit = originals.get(id(value))
-                if hit is not None and hit[0] is value:
-                    setattr(module, attr, hit[1])
-                    _patched.append((module, attr, value))
+        _patched.extend(rebind(originals))
         _mode = mode
     return True
 

@@ -40,7 +40,6 @@ import importlib
 import inspect
 import json
 import random
-import sys
 import time
 import warnings
 import zlib
@@ -180,21 +179,11 @@ def time_bindings(watch: Stopwatch) -> Callable[[], None]:
     after `install()` to time ours, and undo it before `uninstall()` (which
     only restores bindings that are still ours).
     """
-    for module_name in _patch._BINDING_MODULES:
-        importlib.import_module(module_name)
     targets: dict[int, tuple[Callable[..., Any], Callable[..., Any]]] = {}
     for module_name, attr in _reference.LOCATIONS.values():
         function = getattr(importlib.import_module(module_name), attr)
         targets[id(function)] = (function, _timed(function, watch))
-    patched: list[tuple[Any, str, Any]] = []
-    for name, module in list(sys.modules.items()):
-        if module is None or not (name == "google.adk" or name.startswith("google.adk.")):
-            continue
-        for attr, value in list(vars(module).items()):
-            hit = targets.get(id(value))
-            if hit is not None and hit[0] is value:
-                setattr(module, attr, hit[1])
-                patched.append((module, attr, value))
+    patched = _patch.rebind(targets)
 
     def undo() -> None:
         while patched:

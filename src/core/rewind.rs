@@ -39,11 +39,6 @@ pub fn apply_rewinds(events: &[EventView]) -> Vec<usize> {
     kept
 }
 
-/// Whether any event carries a rewind, i.e. whether invocation ids are needed.
-pub fn has_rewinds(events: &[EventView]) -> bool {
-    events.iter().any(|e| e.rewind_before.is_some())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
