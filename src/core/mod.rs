@@ -6,6 +6,7 @@ pub mod error;
 pub mod event;
 pub mod filter;
 pub mod hash;
+pub mod index;
 pub mod ranges;
 pub mod recover;
 pub mod rewind;

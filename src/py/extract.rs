@@ -82,6 +82,15 @@ fn model_dict<'py>(
         .map_err(|_| Outcome::Decline(what))
 }
 
+/// The instance `__dict__` of `obj` when it is exactly an `Event`.
+pub fn event_dict<'py>(obj: &Bound<'py, PyAny>) -> Extracted<Option<Bound<'py, PyDict>>> {
+    let t = types(obj.py())?;
+    if !obj.get_type().is(&t.event) {
+        return Ok(None);
+    }
+    model_dict(obj, &t.event, "not an Event").map(Some)
+}
+
 /// `dict[key]`; a missing key declines (a model built without the field).
 #[inline]
 fn field<'py>(
@@ -139,6 +148,27 @@ impl Default for Interner {
 }
 
 impl Interner {
+    /// Forgets the address cache: addresses are only stable while the
+    /// caller holds the strings, which is one call.
+    pub fn begin_call(&mut self) {
+        self.by_ptr.clear();
+    }
+
+    /// Bytes held (maps at their bucket count, texts at their length).
+    pub fn memory_bytes(&self) -> usize {
+        fn buckets(capacity: usize) -> usize {
+            if capacity == 0 {
+                0
+            } else {
+                (capacity * 8 / 7).next_power_of_two()
+            }
+        }
+        let texts: usize = self.by_text.keys().map(|k| k.len()).sum();
+        buckets(self.by_text.capacity()) * (std::mem::size_of::<(Box<str>, Sym)>() + 1)
+            + texts
+            + buckets(self.by_ptr.capacity()) * (std::mem::size_of::<(usize, Sym)>() + 1)
+    }
+
     /// The symbol of an exact `str` (the empty string included).
     pub fn key(&mut self, value: &Bound<'_, PyAny>, what: &'static str) -> Extracted<Sym> {
         let ptr = value.as_ptr() as usize;
@@ -249,10 +279,16 @@ pub struct Extractor<'py> {
 impl<'py> Extractor<'py> {
     /// A new extractor; imports the model types on first use.
     pub fn new(py: Python<'py>) -> PyResult<Self> {
+        Self::with_interner(py, Interner::default())
+    }
+
+    /// An extractor that interns into `interner` (a session index's, whose
+    /// symbols outlive the call).
+    pub fn with_interner(py: Python<'py>, interner: Interner) -> PyResult<Self> {
         Ok(Extractor {
             py,
             types: types(py)?,
-            interner: Interner::default(),
+            interner,
             ids: Vec::new(),
         })
     }
@@ -279,12 +315,22 @@ impl<'py> Extractor<'py> {
         // Taking the references touches each object header in a tight loop,
         // which also overlaps those misses.
         let objects: Vec<Bound<'py, PyAny>> = list.iter().collect();
+        let views = self.views(&objects, need)?;
+        Ok(Batch { objects, views })
+    }
+
+    /// Extracts every event of `objects`, staged as in [`Extractor::batch`].
+    pub fn views(
+        &mut self,
+        objects: &[Bound<'py, PyAny>],
+        need: Need,
+    ) -> Extracted<Vec<EventView>> {
         let mut views = vec![EventView::default(); objects.len()];
         let mut scratch = Scratch::default();
         for (objs, chunk) in objects.chunks(CHUNK).zip(views.chunks_mut(CHUNK)) {
             self.chunk(objs, chunk, need, &mut scratch)?;
         }
-        Ok(Batch { objects, views })
+        Ok(views)
     }
 
     /// Extracts one event (the staged path of [`Extractor::batch`] for a
@@ -516,7 +562,7 @@ impl<'py> Extractor<'py> {
 
 /// Events per stage of [`Extractor::batch`]: enough independent misses to
 /// overlap, few enough that a chunk's objects stay in L1/L2 between stages.
-const CHUNK: usize = 32;
+pub const CHUNK: usize = 32;
 
 /// Buffers reused across chunks.
 #[derive(Default)]
@@ -583,10 +629,4 @@ fn compaction_view(c: &Bound<'_, PyAny>, ty: &Py<PyType>) -> Extracted<Compactio
         end: optional_float(&field(&c, intern!(py, "end_timestamp"), "end")?, "end")?,
         has_content: !field(&c, intern!(py, "compacted_content"), "content")?.is_none(),
     })
-}
-
-/// Reads one list of events: the preamble of every single-list binding.
-pub fn read<'py>(events: &Bound<'py, PyAny>, need: Need) -> Extracted<Batch<'py>> {
-    let list = Extractor::list(events)?;
-    Extractor::new(events.py())?.batch(list, need)
 }

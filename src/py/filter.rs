@@ -1,7 +1,8 @@
 //! Binding of `core::filter`.
 
 use super::error::{finish, Extracted, Outcome};
-use super::extract::{read, Extractor, Need};
+use super::extract::Need;
+use super::index::load;
 use crate::core::filter::{self, Item};
 use crate::core::guarded;
 use pyo3::intern;
@@ -31,8 +32,8 @@ fn run<'py>(
         compaction: true,
         ..Need::default()
     };
-    let batch = read(events, need)?;
-    let views = batch.views;
+    let mut batch = load(events, need)?;
+    let views = std::mem::take(&mut batch.views);
     let items = py.detach(move || guarded(|| filter::process_compaction_events(&views)))?;
     let mut summaries: Vec<Option<Bound<'py, PyAny>>> = vec![None; batch.objects.len()];
     for index in filter::summaries_in_creation_order(&items) {
@@ -91,10 +92,8 @@ fn run_delta<'py>(
         compaction: true,
         ..Need::default()
     };
-    let list = Extractor::list(events)?;
-    let mut ex = Extractor::new(py)?;
-    let mut batch = ex.batch(list, need)?;
-    let extra = ex.event(compaction_event, need)?;
+    let mut batch = load(events, need)?;
+    let extra = batch.ex.event(compaction_event, need)?;
     batch.objects.push(compaction_event.clone());
     let views = std::mem::take(&mut batch.views);
     let diff = py.detach(move || guarded(|| filter::presence_diff(&views, extra)))?;

@@ -4,6 +4,7 @@
 mod error;
 mod extract;
 mod filter;
+mod index;
 mod ranges;
 mod recover;
 mod rewind;
@@ -15,6 +16,9 @@ use pyo3::prelude::*;
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(error::decline_counts, m)?)?;
+    m.add_function(wrap_pyfunction!(index::index_clear, m)?)?;
+    m.add_function(wrap_pyfunction!(index::index_configure, m)?)?;
+    m.add_function(wrap_pyfunction!(index::index_stats, m)?)?;
     m.add_function(wrap_pyfunction!(rewind::apply_rewinds, m)?)?;
     m.add_function(wrap_pyfunction!(ranges::get_compaction_ranges, m)?)?;
     m.add_function(wrap_pyfunction!(filter::process_compaction_events, m)?)?;

@@ -1,7 +1,8 @@
 //! Binding of `core::ranges`.
 
 use super::error::{finish, Extracted};
-use super::extract::{read, Need};
+use super::extract::Need;
+use super::index::load;
 use crate::core::guarded;
 use crate::core::ranges;
 use pyo3::intern;
@@ -23,14 +24,14 @@ fn run<'py>(events: &Bound<'py, PyAny>) -> Extracted<Bound<'py, PyList>> {
         compaction: true,
         ..Need::default()
     };
-    let batch = read(events, need)?;
-    let views = batch.views;
+    let mut loaded = load(events, need)?;
+    let views = std::mem::take(&mut loaded.views);
     let kept = py.detach(move || guarded(|| Ok(ranges::compaction_ranges(&views))))?;
     let out = PyList::empty(py);
     for r in kept {
         // Hand back google-adk's own float objects (a NaN is then the same
         // object the caller holds, as in the reference).
-        let compaction = batch.objects[r.index]
+        let compaction = loaded.objects[r.index]
             .getattr(intern!(py, "actions"))?
             .getattr(intern!(py, "compaction"))?;
         let start = compaction.getattr(intern!(py, "start_timestamp"))?;

@@ -2,6 +2,7 @@
 
 use super::error::{finish, Extracted};
 use super::extract::{Extractor, Need};
+use super::index::load;
 use crate::core::guarded;
 use crate::core::hash::FastMap;
 use crate::core::recover::{self, Recovered};
@@ -24,13 +25,11 @@ fn run<'py>(
 ) -> Extracted<Bound<'py, PyAny>> {
     let py = events.py();
     let list = Extractor::list(events)?;
-    let source_list = Extractor::list(source_events)?;
     let need = Need {
         parts: true,
         ..Need::default()
     };
-    let mut ex = Extractor::new(py)?;
-    let source = ex.batch(source_list, need)?;
+    let mut source = load(source_events, need)?;
     // The filtered list mostly holds the very objects of the source list:
     // reuse their views instead of reading them again.
     let by_ident: FastMap<u64, usize> = source
@@ -44,15 +43,15 @@ fn run<'py>(
     for obj in list.iter() {
         let view = match by_ident.get(&(obj.as_ptr() as u64)) {
             Some(&j) => source.views[j],
-            None => ex.event(&obj, need)?,
+            None => source.ex.event(&obj, need)?,
         };
         views.push(view);
         objects.push(obj);
     }
-    let ids = std::mem::take(&mut ex.ids);
-    let source_views = source.views;
-    let result = py.detach(move || {
-        guarded(|| recover::recover_compacted_function_calls(&views, &source_views, &ids))
+    let ids = &source.ex.ids;
+    let source_views = &source.views;
+    let result = py.detach(|| {
+        guarded(|| recover::recover_compacted_function_calls(&views, source_views, ids))
     })?;
     let Some(order) = result else {
         return Ok(events.clone());

@@ -1,7 +1,8 @@
 //! Binding of `core::rewind`.
 
 use super::error::{finish, Extracted};
-use super::extract::{read, Need};
+use super::extract::Need;
+use super::index::load;
 use crate::core::guarded;
 use crate::core::rewind;
 use pyo3::prelude::*;
@@ -23,8 +24,8 @@ fn run<'py>(events: &Bound<'py, PyAny>) -> Extracted<Bound<'py, PyList>> {
         invocation: true,
         ..Need::default()
     };
-    let batch = read(events, need)?;
-    let views = batch.views;
+    let mut loaded = load(events, need)?;
+    let views = std::mem::take(&mut loaded.views);
     let kept = py.detach(move || guarded(|| Ok(rewind::apply_rewinds(&views))))?;
-    Ok(PyList::new(py, kept.iter().map(|&i| &batch.objects[i]))?)
+    Ok(PyList::new(py, kept.iter().map(|&i| &loaded.objects[i]))?)
 }

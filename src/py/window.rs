@@ -3,6 +3,7 @@
 use super::error::{finish, Extracted, Outcome};
 use super::extract::{Extractor, Need};
 use super::filter::request_content;
+use super::index::load;
 use crate::core::filter::{self, Item};
 use crate::core::ranges;
 use crate::core::window::{self, SlidingWindow};
@@ -135,19 +136,17 @@ fn run_sliding<'py>(
         return Err(Outcome::Decline("config out of range"));
     };
     let cfg = SlidingWindow { interval, overlap };
-    let list = Extractor::list(events)?;
-    let mut ex = Extractor::new(py)?;
-    // Function-call data (content parts) is read only where the decision
-    // looks at it: the window, and the whole live session only when the
-    // pairing trim needs its second pass.
-    let batch = ex.batch(list, LIGHT)?;
-    let objects = batch.objects;
-    let mut views = batch.views;
+    // Without the index, function-call data (content parts) is read only
+    // where the decision looks at it: the window, and the whole live
+    // session only when the pairing trim needs its second pass.
+    let mut loaded = load(events, LIGHT)?;
+    let objects = std::mem::take(&mut loaded.objects);
+    let mut views = std::mem::take(&mut loaded.views);
     let live = live(&views, |e| e.scope.is_none());
     let candidates = guarded(|| Ok(window::sliding_window_candidates(&views, &live, cfg)))?;
     let mut full = vec![false; views.len()];
     let keep = trim(
-        &mut ex,
+        &mut loaded.ex,
         &objects,
         &mut views,
         &mut full,
@@ -253,19 +252,18 @@ fn run_token<'py>(
     let Ok(retention) = usize::try_from(retention) else {
         return Err(Outcome::Decline("config out of range"));
     };
-    let list = Extractor::list(events)?;
-    let mut ex = Extractor::new(py)?;
-    let batch = ex.batch(
-        list,
+    let mut loaded = load(
+        events,
         Need {
             usage: true,
             ..LIGHT
         },
     )?;
+    let ex = &mut loaded.ex;
     let scope = ex.interner.nullable(isolation_scope, "isolation_scope")?;
     let agent = ex.interner.optional(agent_name, "agent_name")?;
-    let objects = batch.objects;
-    let mut views = batch.views;
+    let objects = std::mem::take(&mut loaded.objects);
+    let mut views = std::mem::take(&mut loaded.views);
     let rewound = live(&views, |_| true);
     let scoped: Vec<usize> = rewound
         .iter()
@@ -280,8 +278,9 @@ fn run_token<'py>(
         ..FULL
     };
     let mut full = vec![false; views.len()];
+    let ex = &mut loaded.ex;
     read_calls(
-        &mut ex,
+        ex,
         &objects,
         &mut views,
         &mut full,
@@ -290,9 +289,7 @@ fn run_token<'py>(
     )?;
     let window =
         guarded(|| Ok(window::token_window(&views, &ex.ids, &candidates, retention).to_vec()))?;
-    let keep = trim(
-        &mut ex, &objects, &mut views, &mut full, &window, &scoped, need,
-    )?;
+    let keep = trim(ex, &objects, &mut views, &mut full, &window, &scoped, need)?;
     let selection = window::finish_token_selection(&views, &candidates, &window[..keep]);
     let pricing = if selection.to_compact.is_empty() {
         None

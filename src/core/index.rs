@@ -1,0 +1,703 @@
+//! A per-session store of event views, kept across calls so that a call
+//! reads from Python only the events it has not seen before.
+//!
+//! The store knows nothing about Python objects: it records, per event, the
+//! key the binding layer matched it by (its `id` text), the address of the
+//! object it was last seen as (the binding layer vouches that the address
+//! still names that object), and its view in a compact form (about a third
+//! of an [`EventView`]; views are expanded when a call gathers them).
+
+use super::event::{CompactionView, EventView, Span, Sym};
+use super::hash::{FastHasher, FastMap};
+use std::hash::Hasher;
+
+/// A position in the store.
+pub type Slot = u32;
+
+/// Groups of view fields, as bits: a slot records which groups were read
+/// from (or confirmed on) the object it is bound to, so that an object seen
+/// again is only read for the groups a call needs and it has not shown yet.
+pub mod group {
+    /// `timestamp`.
+    pub const TIMESTAMP: u16 = 1;
+    /// `invocation`.
+    pub const INVOCATION: u16 = 1 << 1;
+    /// `scope` (and the checks window selection makes on the event).
+    pub const WINDOW: u16 = 1 << 2;
+    /// `long_running` and `pending`.
+    pub const PAIRING: u16 = 1 << 3;
+    /// `author` and `prompt_tokens`.
+    pub const USAGE: u16 = 1 << 4;
+    /// `compaction`.
+    pub const COMPACTION: u16 = 1 << 5;
+    /// `rewind_before`.
+    pub const REWIND: u16 = 1 << 6;
+    /// `calls`, `responses`, `has_responses`.
+    pub const PARTS: u16 = 1 << 7;
+    /// `hitl_calls` (read only when both PARTS and PAIRING are).
+    pub const HITL: u16 = 1 << 8;
+}
+
+/// An absent symbol / compaction / token count in [`Stored`].
+const NONE: u32 = u32::MAX;
+const NO_TOKENS: i64 = i64::MIN;
+
+/// Why a view cannot be stored (the binding layer then reads the call
+/// without the index).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotStorable {
+    /// More than `u16::MAX` ids in one of the event's id lists, or an arena
+    /// beyond `u32` positions.
+    TooManyIds,
+    /// A symbol or token count equal to a sentinel of the compact form.
+    Sentinel,
+}
+
+/// One event, compactly: spans are contiguous in the arena from `arena`,
+/// in the order calls, responses, HITL calls, long-running ids, pending keys.
+#[derive(Debug, Clone, Copy)]
+struct Stored {
+    /// Address of the object this event was last seen as; 0 for none.
+    ptr: usize,
+    timestamp: f64,
+    prompt_tokens: i64,
+    invocation: u32,
+    rewind_before: u32,
+    scope: u32,
+    author: u32,
+    compaction: u32,
+    arena: u32,
+    lens: [u16; 5],
+    has_responses: bool,
+    /// The event's `id` in `id_text`.
+    id_start: u32,
+    id_len: u32,
+    /// The [`group`]s read from or confirmed on the object at `ptr`.
+    verified: u16,
+}
+
+fn pack(sym: Option<Sym>) -> Result<u32, NotStorable> {
+    match sym {
+        Some(NONE) => Err(NotStorable::Sentinel),
+        Some(s) => Ok(s),
+        None => Ok(NONE),
+    }
+}
+
+fn unpack(value: u32) -> Option<Sym> {
+    (value != NONE).then_some(value)
+}
+
+fn hash_text(text: &str) -> u64 {
+    let mut h = FastHasher::default();
+    h.write(text.as_bytes());
+    h.write_usize(text.len());
+    h.finish()
+}
+
+/// The views of one session's events, by object address and by event id.
+#[derive(Debug, Default)]
+pub struct EventIndex {
+    stored: Vec<Stored>,
+    compactions: Vec<CompactionView>,
+    /// Id arena the expanded views' spans point into. Positions past
+    /// `committed` belong to the current call's transient views.
+    arena: Vec<Sym>,
+    committed: usize,
+    id_text: String,
+    /// Hash of the id text to the slot; a second id with the same hash
+    /// lives in `collided`.
+    by_id: FastMap<u64, Slot>,
+    collided: FastMap<Box<str>, Slot>,
+    by_ptr: FastMap<usize, Slot>,
+}
+
+impl EventIndex {
+    /// Number of stored events.
+    pub fn len(&self) -> usize {
+        self.stored.len()
+    }
+
+    /// Whether nothing is stored.
+    pub fn is_empty(&self) -> bool {
+        self.stored.is_empty()
+    }
+
+    /// The slot last seen at `ptr`, if any. Only the caller knows whether
+    /// the object at `ptr` is still the one seen there.
+    #[inline]
+    pub fn slot_of_ptr(&self, ptr: usize) -> Option<Slot> {
+        self.by_ptr.get(&ptr).copied()
+    }
+
+    /// The address `slot` was last seen at (0 for none).
+    #[inline]
+    pub fn ptr(&self, slot: Slot) -> usize {
+        self.stored[slot as usize].ptr
+    }
+
+    /// The [`group`]s confirmed on the object `slot` is bound to.
+    #[inline]
+    pub fn verified(&self, slot: Slot) -> u16 {
+        self.stored[slot as usize].verified
+    }
+
+    /// The `id` text of `slot`.
+    pub fn id(&self, slot: Slot) -> &str {
+        let s = &self.stored[slot as usize];
+        &self.id_text[s.id_start as usize..(s.id_start + s.id_len) as usize]
+    }
+
+    /// The slot of the event with id `id`.
+    pub fn slot_of_id(&self, id: &str) -> Option<Slot> {
+        let slot = *self.by_id.get(&hash_text(id))?;
+        if self.id(slot) == id {
+            Some(slot)
+        } else {
+            self.collided.get(id).copied()
+        }
+    }
+
+    /// Binds `slot` to the object at `ptr`: nothing is confirmed on it yet.
+    pub fn rebind(&mut self, slot: Slot, ptr: usize) {
+        let stored = &mut self.stored[slot as usize];
+        let old = std::mem::replace(&mut stored.ptr, ptr);
+        stored.verified = 0;
+        if old != 0 && self.by_ptr.get(&old) == Some(&slot) {
+            self.by_ptr.remove(&old);
+        }
+        if ptr != 0 {
+            self.by_ptr.insert(ptr, slot);
+        }
+    }
+
+    /// Stores a new event with id `id`, bound to the object at `ptr`, of
+    /// which `view` holds the fields of `groups` (spans into `scratch`).
+    /// Must not be called while transient views exist.
+    pub fn insert(
+        &mut self,
+        id: &str,
+        ptr: usize,
+        view: &EventView,
+        groups: u16,
+        scratch: &[Sym],
+    ) -> Result<Slot, NotStorable> {
+        debug_assert_eq!(self.arena.len(), self.committed);
+        let slot = Slot::try_from(self.stored.len()).map_err(|_| NotStorable::TooManyIds)?;
+        let id_start = u32::try_from(self.id_text.len()).map_err(|_| NotStorable::TooManyIds)?;
+        let id_len = u32::try_from(id.len()).map_err(|_| NotStorable::TooManyIds)?;
+        let mut stored = self.compact(view, scratch)?;
+        stored.id_start = id_start;
+        stored.id_len = id_len;
+        self.committed = self.arena.len();
+        self.id_text.push_str(id);
+        self.stored.push(stored);
+        match self.by_id.entry(hash_text(id)) {
+            // Equal hashes of different ids (an equal id is matched by
+            // `slot_of_id` before anyone inserts it again).
+            std::collections::hash_map::Entry::Occupied(_) => {
+                self.collided.insert(id.into(), slot);
+            }
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(slot);
+            }
+        }
+        self.rebind(slot, ptr);
+        self.stored[slot as usize].verified = groups;
+        Ok(slot)
+    }
+
+    /// Takes the fields of `groups` from `view` (read from the object
+    /// `slot` is bound to; spans into `scratch`), marks them confirmed and
+    /// says whether any stored value changed. Must not be called while
+    /// transient views exist.
+    pub fn merge(
+        &mut self,
+        slot: Slot,
+        view: &EventView,
+        groups: u16,
+        scratch: &[Sym],
+    ) -> Result<bool, NotStorable> {
+        use group::*;
+        debug_assert_eq!(self.arena.len(), self.committed);
+        let old = self.view(slot, view.ident);
+        let mut new = old;
+        let has = |g: u16| groups & g != 0;
+        if has(TIMESTAMP) {
+            new.timestamp = view.timestamp;
+        }
+        if has(INVOCATION) {
+            new.invocation = view.invocation;
+        }
+        if has(WINDOW) {
+            new.scope = view.scope;
+        }
+        if has(USAGE) {
+            new.author = view.author;
+            new.prompt_tokens = view.prompt_tokens;
+        }
+        if has(COMPACTION) {
+            new.compaction = view.compaction;
+        }
+        if has(REWIND) {
+            new.rewind_before = view.rewind_before;
+        }
+        if has(PARTS) {
+            new.has_responses = view.has_responses;
+        }
+        // Spans are compared by their ids; a change rewrites all five.
+        let span_groups = [PARTS, PARTS, HITL, PAIRING, PAIRING];
+        let old_spans = spans(&old);
+        let new_spans = spans(view);
+        let mut ids: [&[Sym]; 5] = old_spans.map(|s| s.of(&self.arena));
+        let mut spans_changed = false;
+        for k in 0..5 {
+            if has(span_groups[k]) {
+                let theirs = new_spans[k].of(scratch);
+                if theirs != ids[k] {
+                    ids[k] = theirs;
+                    spans_changed = true;
+                }
+            }
+        }
+        let plain_changed = !same_plain(&old, &new);
+        let stored_verified = self.stored[slot as usize].verified;
+        if plain_changed || spans_changed {
+            let mut owned: Vec<Sym> = Vec::new();
+            let mut local = EventView { ..new };
+            let mut at = 0u32;
+            let mut out_spans = [Span::default(); 5];
+            for (k, part) in ids.iter().enumerate() {
+                owned.extend_from_slice(part);
+                out_spans[k] = Span {
+                    start: at,
+                    len: part.len() as u32,
+                };
+                at += part.len() as u32;
+            }
+            [
+                local.calls,
+                local.responses,
+                local.hitl_calls,
+                local.long_running,
+                local.pending,
+            ] = out_spans;
+            let mut stored = self.compact(&local, &owned)?;
+            self.committed = self.arena.len();
+            let s = &self.stored[slot as usize];
+            stored.ptr = s.ptr;
+            stored.id_start = s.id_start;
+            stored.id_len = s.id_len;
+            self.stored[slot as usize] = stored;
+        }
+        self.stored[slot as usize].verified = stored_verified | groups;
+        Ok(plain_changed || spans_changed)
+    }
+
+    /// The view of an event that is not stored (a summary, an event being
+    /// priced, a second object of a known id in one call), with its spans
+    /// copied into the arena until [`end_call`].
+    ///
+    /// [`end_call`]: EventIndex::end_call
+    pub fn transient(&mut self, view: &EventView, scratch: &[Sym]) -> EventView {
+        let mut out = *view;
+        for span in [
+            &mut out.calls,
+            &mut out.responses,
+            &mut out.hitl_calls,
+            &mut out.long_running,
+            &mut out.pending,
+        ] {
+            let start = self.arena.len() as u32;
+            self.arena.extend_from_slice(span.of(scratch));
+            *span = Span {
+                start,
+                len: span.len,
+            };
+        }
+        out
+    }
+
+    /// Drops the current call's transient views.
+    pub fn end_call(&mut self) {
+        self.arena.truncate(self.committed);
+    }
+
+    /// Lends the arena out for a call (expanded views point into it; the
+    /// borrower may append transient ids). Give it back with
+    /// [`restore_arena`](EventIndex::restore_arena) before storing again.
+    pub fn take_arena(&mut self) -> Vec<Sym> {
+        std::mem::take(&mut self.arena)
+    }
+
+    /// Takes the lent arena back, dropping what the call appended.
+    pub fn restore_arena(&mut self, mut arena: Vec<Sym>) {
+        arena.truncate(self.committed);
+        self.arena = arena;
+    }
+
+    /// The id arena of expanded views.
+    pub fn arena(&self) -> &[Sym] {
+        &self.arena
+    }
+
+    /// The expanded view of `slot`, with identity `ident`.
+    #[inline]
+    pub fn view(&self, slot: Slot, ident: u64) -> EventView {
+        let s = &self.stored[slot as usize];
+        let mut start = s.arena;
+        let mut span = |len: u16| {
+            let out = Span {
+                start,
+                len: u32::from(len),
+            };
+            start += u32::from(len);
+            out
+        };
+        let calls = span(s.lens[0]);
+        let responses = span(s.lens[1]);
+        let hitl_calls = span(s.lens[2]);
+        let long_running = span(s.lens[3]);
+        let pending = span(s.lens[4]);
+        EventView {
+            ident,
+            timestamp: s.timestamp,
+            invocation: unpack(s.invocation),
+            rewind_before: unpack(s.rewind_before),
+            compaction: (s.compaction != NONE).then(|| self.compactions[s.compaction as usize]),
+            calls,
+            responses,
+            has_responses: s.has_responses,
+            scope: unpack(s.scope),
+            hitl_calls,
+            long_running,
+            pending,
+            prompt_tokens: (s.prompt_tokens != NO_TOKENS).then_some(s.prompt_tokens),
+            author: unpack(s.author),
+        }
+    }
+
+    /// [`view`](EventIndex::view), with the fields outside `groups` at
+    /// their defaults.
+    #[inline]
+    pub fn view_of_groups(&self, slot: Slot, ident: u64, groups: u16) -> EventView {
+        use group::*;
+        let v = self.view(slot, ident);
+        let has = |g: u16| groups & g != 0;
+        let none = Span::default();
+        EventView {
+            ident,
+            timestamp: if has(TIMESTAMP) { v.timestamp } else { 0.0 },
+            invocation: v.invocation.filter(|_| has(INVOCATION)),
+            rewind_before: v.rewind_before.filter(|_| has(REWIND)),
+            compaction: v.compaction.filter(|_| has(COMPACTION)),
+            calls: if has(PARTS) { v.calls } else { none },
+            responses: if has(PARTS) { v.responses } else { none },
+            has_responses: has(PARTS) && v.has_responses,
+            scope: v.scope.filter(|_| has(WINDOW)),
+            hitl_calls: if has(HITL) { v.hitl_calls } else { none },
+            long_running: if has(PAIRING) { v.long_running } else { none },
+            pending: if has(PAIRING) { v.pending } else { none },
+            prompt_tokens: v.prompt_tokens.filter(|_| has(USAGE)),
+            author: v.author.filter(|_| has(USAGE)),
+        }
+    }
+
+    fn compact(&mut self, view: &EventView, scratch: &[Sym]) -> Result<Stored, NotStorable> {
+        let spans = spans(view);
+        let mut lens = [0u16; 5];
+        for (len, span) in lens.iter_mut().zip(spans) {
+            *len = u16::try_from(span.len).map_err(|_| NotStorable::TooManyIds)?;
+        }
+        let arena = u32::try_from(self.arena.len()).map_err(|_| NotStorable::TooManyIds)?;
+        let total: usize = spans.iter().map(|s| s.len as usize).sum();
+        if u32::try_from(self.arena.len() + total).is_err() {
+            return Err(NotStorable::TooManyIds);
+        }
+        let prompt_tokens = match view.prompt_tokens {
+            Some(NO_TOKENS) => return Err(NotStorable::Sentinel),
+            Some(t) => t,
+            None => NO_TOKENS,
+        };
+        let stored = Stored {
+            ptr: 0,
+            timestamp: view.timestamp,
+            prompt_tokens,
+            invocation: pack(view.invocation)?,
+            rewind_before: pack(view.rewind_before)?,
+            scope: pack(view.scope)?,
+            author: pack(view.author)?,
+            compaction: match view.compaction {
+                Some(c) => {
+                    let k = u32::try_from(self.compactions.len())
+                        .ok()
+                        .filter(|&k| k != NONE)
+                        .ok_or(NotStorable::TooManyIds)?;
+                    self.compactions.push(c);
+                    k
+                }
+                None => NONE,
+            },
+            arena,
+            lens,
+            has_responses: view.has_responses,
+            id_start: 0,
+            id_len: 0,
+            verified: 0,
+        };
+        for span in spans {
+            self.arena.extend_from_slice(span.of(scratch));
+        }
+        Ok(stored)
+    }
+
+    /// Bytes held, counting allocated capacity (hash maps at their bucket
+    /// count with one control byte per bucket).
+    pub fn memory_bytes(&self) -> usize {
+        let collided_text: usize = self.collided.keys().map(|k| k.len()).sum();
+        std::mem::size_of::<Self>()
+            + self.stored.capacity() * std::mem::size_of::<Stored>()
+            + self.compactions.capacity() * std::mem::size_of::<CompactionView>()
+            + self.arena.capacity() * std::mem::size_of::<Sym>()
+            + self.id_text.capacity()
+            + map_bytes(&self.by_id)
+            + map_bytes(&self.collided)
+            + collided_text
+            + map_bytes(&self.by_ptr)
+    }
+}
+
+/// Bytes of a hash map's table: hashbrown keeps capacity at 7/8 of a
+/// power-of-two bucket count, with one control byte per bucket.
+pub fn map_bytes<K, V>(m: &FastMap<K, V>) -> usize {
+    let buckets = if m.capacity() == 0 {
+        0
+    } else {
+        (m.capacity() * 8 / 7).next_power_of_two()
+    };
+    buckets * (std::mem::size_of::<(K, V)>() + 1)
+}
+
+fn spans(v: &EventView) -> [Span; 5] {
+    [
+        v.calls,
+        v.responses,
+        v.hitl_calls,
+        v.long_running,
+        v.pending,
+    ]
+}
+
+/// Equal except for spans (compared by content elsewhere) and identity;
+/// timestamps and bounds bitwise, so a NaN equals its own copy.
+fn same_plain(a: &EventView, b: &EventView) -> bool {
+    let bits = |c: Option<CompactionView>| {
+        c.map(|c| {
+            (
+                c.start.map(f64::to_bits),
+                c.end.map(f64::to_bits),
+                c.has_content,
+            )
+        })
+    };
+    a.timestamp.to_bits() == b.timestamp.to_bits()
+        && a.invocation == b.invocation
+        && a.rewind_before == b.rewind_before
+        && bits(a.compaction) == bits(b.compaction)
+        && a.has_responses == b.has_responses
+        && a.scope == b.scope
+        && a.prompt_tokens == b.prompt_tokens
+        && a.author == b.author
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ALL: u16 = (1 << 9) - 1;
+
+    fn view_with(arena: &mut Vec<Sym>, calls: &[Sym], responses: &[Sym]) -> EventView {
+        let start = arena.len() as u32;
+        arena.extend_from_slice(calls);
+        let rstart = arena.len() as u32;
+        arena.extend_from_slice(responses);
+        EventView {
+            timestamp: 3.5,
+            invocation: Some(7),
+            calls: Span {
+                start,
+                len: calls.len() as u32,
+            },
+            responses: Span {
+                start: rstart,
+                len: responses.len() as u32,
+            },
+            has_responses: !responses.is_empty(),
+            prompt_tokens: Some(12),
+            compaction: Some(CompactionView {
+                start: Some(1.0),
+                end: None,
+                has_content: true,
+            }),
+            author: Some(0),
+            ..EventView::default()
+        }
+    }
+
+    #[test]
+    fn stored_views_expand_to_the_same_ids() {
+        let mut scratch = vec![99, 98];
+        let v = view_with(&mut scratch, &[1, 2], &[3]);
+        let mut index = EventIndex::default();
+        let slot = index.insert("e1", 0x1000, &v, ALL, &scratch).unwrap();
+        let back = index.view(slot, 5);
+        assert_eq!(back.calls.of(index.arena()), &[1, 2]);
+        assert_eq!(back.responses.of(index.arena()), &[3]);
+        assert_eq!(back.ident, 5);
+        assert_eq!(back.timestamp, v.timestamp);
+        assert_eq!(back.invocation, v.invocation);
+        assert_eq!(back.compaction, v.compaction);
+        assert_eq!(back.prompt_tokens, v.prompt_tokens);
+        assert_eq!(back.author, v.author);
+        assert_eq!(index.slot_of_id("e1"), Some(slot));
+        assert_eq!(index.slot_of_ptr(0x1000), Some(slot));
+        assert_eq!(index.slot_of_id("e2"), None);
+        assert_eq!(index.verified(slot), ALL);
+    }
+
+    #[test]
+    fn rebinding_moves_the_address_and_forgets_what_was_confirmed() {
+        let mut index = EventIndex::default();
+        let slot = index
+            .insert("a", 0x10, &EventView::at(1.0), ALL, &[])
+            .unwrap();
+        index.rebind(slot, 0x20);
+        assert_eq!(index.slot_of_ptr(0x10), None);
+        assert_eq!(index.slot_of_ptr(0x20), Some(slot));
+        assert_eq!(index.ptr(slot), 0x20);
+        assert_eq!(index.verified(slot), 0);
+    }
+
+    #[test]
+    fn an_address_taken_over_by_another_slot_stays_with_it() {
+        let mut index = EventIndex::default();
+        let a = index
+            .insert("a", 0x10, &EventView::at(1.0), ALL, &[])
+            .unwrap();
+        let b = index
+            .insert("b", 0x10, &EventView::at(2.0), ALL, &[])
+            .unwrap();
+        index.rebind(a, 0x30);
+        assert_eq!(index.slot_of_ptr(0x10), Some(b));
+    }
+
+    #[test]
+    fn transient_views_are_dropped_at_the_end_of_the_call() {
+        let mut scratch = Vec::new();
+        let v = view_with(&mut scratch, &[4], &[]);
+        let mut index = EventIndex::default();
+        index.insert("a", 1, &v, ALL, &scratch).unwrap();
+        let before = index.arena().len();
+        let t = index.transient(&v, &scratch);
+        assert_eq!(t.calls.of(index.arena()), &[4]);
+        index.end_call();
+        assert_eq!(index.arena().len(), before);
+        assert_eq!(index.view(0, 0).calls.of(index.arena()), &[4]);
+    }
+
+    #[test]
+    fn merging_takes_only_the_given_groups() {
+        let mut scratch = Vec::new();
+        let v = view_with(&mut scratch, &[4], &[5]);
+        let mut index = EventIndex::default();
+        let slot = index
+            .insert("a", 1, &v, group::TIMESTAMP | group::PARTS, &scratch)
+            .unwrap();
+        // Same timestamp and parts: nothing changes, more is confirmed.
+        let mut other = Vec::new();
+        let same = view_with(&mut other, &[4], &[5]);
+        assert!(!index
+            .merge(slot, &same, group::TIMESTAMP | group::PARTS, &other)
+            .unwrap());
+        // New calls, and a timestamp that is not in the merged groups.
+        let mut third = Vec::new();
+        let changed = EventView {
+            timestamp: 99.0,
+            ..view_with(&mut third, &[6, 7], &[5])
+        };
+        assert!(index
+            .merge(slot, &changed, group::PARTS | group::COMPACTION, &third)
+            .unwrap());
+        let back = index.view(slot, 0);
+        assert_eq!(back.timestamp, 3.5);
+        assert_eq!(back.calls.of(index.arena()), &[6, 7]);
+        assert_eq!(back.responses.of(index.arena()), &[5]);
+        assert_eq!(
+            index.verified(slot),
+            group::TIMESTAMP | group::PARTS | group::COMPACTION
+        );
+        assert_eq!(index.slot_of_id("a"), Some(slot));
+    }
+
+    #[test]
+    fn a_nan_timestamp_equals_its_own_copy() {
+        let mut index = EventIndex::default();
+        let slot = index
+            .insert("a", 1, &EventView::at(f64::NAN), ALL, &[])
+            .unwrap();
+        assert!(!index
+            .merge(slot, &EventView::at(f64::NAN), group::TIMESTAMP, &[])
+            .unwrap());
+    }
+
+    #[test]
+    fn colliding_hashes_are_told_apart_by_text() {
+        let mut index = EventIndex::default();
+        let a = index.insert("a", 1, &EventView::at(1.0), ALL, &[]).unwrap();
+        let b = index.insert("b", 2, &EventView::at(2.0), ALL, &[]).unwrap();
+        // Force a collision: file "b" under the hash of "a".
+        index.by_id.insert(hash_text("b"), a);
+        index.collided.insert("b".into(), b);
+        assert_eq!(index.slot_of_id("a"), Some(a));
+        assert_eq!(index.slot_of_id("b"), Some(b));
+    }
+
+    #[test]
+    fn sentinels_and_oversized_id_lists_are_not_storable() {
+        let mut index = EventIndex::default();
+        let v = EventView {
+            invocation: Some(NONE),
+            ..EventView::default()
+        };
+        assert_eq!(
+            index.insert("a", 1, &v, ALL, &[]),
+            Err(NotStorable::Sentinel)
+        );
+        let scratch = vec![1; 70_000];
+        let v = EventView {
+            calls: Span {
+                start: 0,
+                len: 70_000,
+            },
+            ..EventView::default()
+        };
+        assert_eq!(
+            index.insert("a", 1, &v, ALL, &scratch),
+            Err(NotStorable::TooManyIds)
+        );
+        assert!(index.is_empty());
+    }
+
+    #[test]
+    fn memory_is_counted() {
+        let mut index = EventIndex::default();
+        for i in 0..1000 {
+            let id = format!("{i:036}");
+            index
+                .insert(&id, i + 1, &EventView::at(1.0), ALL, &[])
+                .unwrap();
+        }
+        let per_event = index.memory_bytes() / index.len();
+        assert!(per_event > 72 && per_event < 300, "{per_event}");
+    }
+}

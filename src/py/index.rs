@@ -1,0 +1,559 @@
+//! Binding of `core::index`: per-session event indexes kept across calls.
+//!
+//! A call's list is matched against the index of its session (keyed by the
+//! `id` of the list's first event, the session's first event in every list
+//! google-adk passes). Each item is one of:
+//!
+//! - **the object a slot is bound to**, recognised without touching it: the
+//!   index holds a *weak* reference to that object, and an address can only
+//!   be reused after the object is freed, which clears the weak reference
+//!   first; a live weak reference pointing at the address proves identity.
+//!   (Strong references would prove it too, but keep every superseded copy
+//!   of the session alive and make us its last owner: InMemorySessionService
+//!   hands out a deep copy per invocation, and freeing one 10k-event copy
+//!   takes ~35 ms, which would land in our next call.) Fields the object
+//!   already showed are taken from the index; the rest are read once.
+//! - **another object with a known `id`** (read through the instance
+//!   `__dict__`): a deep copy from `get_session`, or an event a database
+//!   service rebuilt. The slot is bound to the new object, and every field
+//!   the call needs is read from it and compared with the stored value;
+//!   what differs replaces the stored value (counted as `changed`). Nothing
+//!   about an object is trusted before it showed it: an event with a known id
+//!   but other content (a caller that edits stored events, or reuses ids
+//!   across sessions) can never be mistaken for the stored one. What the
+//!   index saves on such an object is the storing, not the reading.
+//! - **an unknown id**: read and stored.
+//!
+//! Objects are trusted to keep what they showed while they live: an event
+//! edited *in place* after a call read it is not re-read (google-adk never
+//! edits an appended event; a rewind is a new event). A caller that does
+//! must call `index_clear()`.
+//!
+//! Indexes are evicted least recently used first beyond `max_sessions`, and
+//! all are dropped by `index_clear()` (which `uninstall()` calls).
+
+use super::error::{Extracted, Outcome};
+use super::extract::{event_dict, Extractor, Interner, Need, CHUNK};
+use crate::core::hash::FastMap;
+use crate::core::index::{group, EventIndex, Slot};
+use crate::core::EventView;
+use pyo3::ffi;
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyString};
+use std::sync::Mutex;
+
+/// One session's index and what belongs with it on the Python side.
+struct Tracked {
+    core: EventIndex,
+    interner: Interner,
+    /// Weak reference to the object each slot was last seen as.
+    weak: Vec<Option<Py<PyAny>>>,
+    last_used: u64,
+}
+
+impl Tracked {
+    fn new() -> Self {
+        Tracked {
+            core: EventIndex::default(),
+            interner: Interner::default(),
+            weak: Vec::new(),
+            last_used: 0,
+        }
+    }
+
+    fn memory_bytes(&self) -> usize {
+        // A weak reference object is 64 bytes in CPython (pymalloc class 64).
+        let weak = self.weak.iter().filter(|w| w.is_some()).count() * 64;
+        self.core.memory_bytes()
+            + self.interner.memory_bytes()
+            + self.weak.capacity() * std::mem::size_of::<Option<Py<PyAny>>>()
+            + weak
+    }
+}
+
+/// How the index answered, summed over all calls.
+#[derive(Default, Clone, Copy)]
+struct Counters {
+    by_identity: u64,
+    by_id: u64,
+    read: u64,
+    changed: u64,
+    transient: u64,
+    fallbacks: u64,
+    evictions: u64,
+}
+
+struct Registry {
+    sessions: FastMap<Box<str>, Tracked>,
+    clock: u64,
+    max_sessions: usize,
+    enabled: bool,
+    counters: Counters,
+}
+
+static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
+    sessions: FastMap::with_hasher(std::hash::BuildHasherDefault::new()),
+    clock: 0,
+    max_sessions: 64,
+    enabled: true,
+    counters: Counters {
+        by_identity: 0,
+        by_id: 0,
+        read: 0,
+        changed: 0,
+        transient: 0,
+        fallbacks: 0,
+        evictions: 0,
+    },
+});
+
+/// The registry. Only ever locked while attached to the interpreter and
+/// never across a `detach`, so the lock is never contended with the GIL
+/// held elsewhere; a poisoned lock (a panic while held) is taken over.
+fn registry() -> std::sync::MutexGuard<'static, Registry> {
+    REGISTRY.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A list's events as views, and the objects themselves. Returns the
+/// session's index to the registry when dropped.
+pub struct Loaded<'py> {
+    pub objects: Vec<Bound<'py, PyAny>>,
+    pub views: Vec<EventView>,
+    /// Extractor for events outside the list; its arena holds the views'
+    /// ids (the index's arena while the index is checked out).
+    pub ex: Extractor<'py>,
+    checkout: Option<(Box<str>, Tracked)>,
+}
+
+impl Drop for Loaded<'_> {
+    fn drop(&mut self) {
+        let Some((key, mut tracked)) = self.checkout.take() else {
+            return;
+        };
+        tracked.core.restore_arena(std::mem::take(&mut self.ex.ids));
+        tracked.interner = std::mem::take(&mut self.ex.interner);
+        checkin(key, tracked);
+    }
+}
+
+/// Reads `events` (exactly a `list`) for an operation that needs `need`:
+/// through the session's index when enabled and every event can be stored,
+/// otherwise directly.
+pub fn load<'py>(events: &Bound<'py, PyAny>, need: Need) -> Extracted<Loaded<'py>> {
+    let py = events.py();
+    let list = Extractor::list(events)?;
+    if let Some(key) = session_key(list)? {
+        if let Some(tracked) = checkout(&key) {
+            let mut tracked = tracked;
+            let mut ex = Extractor::with_interner(py, std::mem::take(&mut tracked.interner))?;
+            ex.interner.begin_call();
+            match resolve(&mut tracked, &mut ex, list, normalized(need)) {
+                Ok((objects, views, counts)) => {
+                    ex.ids = tracked.core.take_arena();
+                    registry().counters.add(&counts);
+                    return Ok(Loaded {
+                        objects,
+                        views,
+                        ex,
+                        checkout: Some((key, tracked)),
+                    });
+                }
+                Err(Outcome::Decline(_)) => {
+                    // Some event cannot be stored: this call goes without
+                    // the index (it declines there only if the operation
+                    // itself cannot take the input).
+                    tracked.interner = std::mem::take(&mut ex.interner);
+                    tracked.core.end_call();
+                    checkin(key, tracked);
+                    registry().counters.fallbacks += 1;
+                }
+                Err(err) => {
+                    tracked.interner = std::mem::take(&mut ex.interner);
+                    tracked.core.end_call();
+                    checkin(key, tracked);
+                    return Err(err);
+                }
+            }
+        }
+    }
+    let mut ex = Extractor::new(py)?;
+    let batch = ex.batch(list, need)?;
+    Ok(Loaded {
+        objects: batch.objects,
+        views: batch.views,
+        ex,
+        checkout: None,
+    })
+}
+
+/// The `id` of the list's first event, when it is a plain `str` of an
+/// exact `Event`; `None` leaves the call to the direct path.
+fn session_key(list: &Bound<'_, PyList>) -> Extracted<Option<Box<str>>> {
+    if list.is_empty() || !registry().enabled {
+        return Ok(None);
+    }
+    let first = list.get_item(0)?;
+    let Some(id) = event_id(&first)? else {
+        return Ok(None);
+    };
+    Ok(id.to_str().ok().map(Into::into))
+}
+
+/// The `id` (exact `str`) of an exact `Event`, or `None`.
+fn event_id<'py>(obj: &Bound<'py, PyAny>) -> Extracted<Option<Bound<'py, PyString>>> {
+    let Some(dict) = event_dict(obj)? else {
+        return Ok(None);
+    };
+    let id = dict.get_item(intern!(obj.py(), "id"))?;
+    Ok(id.and_then(|id| id.cast_into_exact::<PyString>().ok()))
+}
+
+fn checkout(key: &str) -> Option<Tracked> {
+    let mut reg = registry();
+    if !reg.enabled {
+        return None;
+    }
+    Some(reg.sessions.remove(key).unwrap_or_else(Tracked::new))
+}
+
+fn checkin(key: Box<str>, mut tracked: Tracked) {
+    let mut reg = registry();
+    if !reg.enabled {
+        return;
+    }
+    reg.clock += 1;
+    tracked.last_used = reg.clock;
+    // A concurrent call on the same session checked in first: keep the
+    // larger index (both are correct; the other is only a cache).
+    if let Some(other) = reg.sessions.get(&key) {
+        if other.core.len() >= tracked.core.len() {
+            return;
+        }
+    }
+    reg.sessions.insert(key, tracked);
+    evict(&mut reg);
+}
+
+fn evict(reg: &mut Registry) {
+    while reg.sessions.len() > reg.max_sessions {
+        let Some(oldest) = reg
+            .sessions
+            .iter()
+            .min_by_key(|(_, t)| t.last_used)
+            .map(|(k, _)| k.clone())
+        else {
+            return;
+        };
+        reg.sessions.remove(&oldest);
+        reg.counters.evictions += 1;
+    }
+}
+
+impl Counters {
+    fn add(&mut self, c: &Counters) {
+        self.by_identity += c.by_identity;
+        self.by_id += c.by_id;
+        self.read += c.read;
+        self.changed += c.changed;
+        self.transient += c.transient;
+        self.fallbacks += c.fallbacks;
+        self.evictions += c.evictions;
+    }
+}
+
+/// Whether the live weak reference `weak` points at `ptr`.
+#[inline]
+fn points_at(weak: &Option<Py<PyAny>>, ptr: *mut ffi::PyObject) -> bool {
+    let Some(weak) = weak else {
+        return false;
+    };
+    let mut obj = std::ptr::null_mut();
+    // SAFETY: `weak` is a weak reference we created; GetRef stores a new
+    // reference (or NULL when dead) in `obj`, released right away: only
+    // its address is compared.
+    unsafe {
+        if ffi::compat::PyWeakref_GetRef(weak.as_ptr(), &mut obj) != 1 {
+            ffi::PyErr_Clear();
+            return false;
+        }
+        ffi::Py_DECREF(obj);
+    }
+    obj == ptr
+}
+
+/// A new weak reference to `obj`.
+fn weak_ref(obj: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+    // SAFETY: PyWeakref_NewRef returns a new reference or NULL with an
+    // exception set.
+    unsafe {
+        Ok(Bound::from_owned_ptr_or_err(
+            obj.py(),
+            ffi::PyWeakref_NewRef(obj.as_ptr(), std::ptr::null_mut()),
+        )?
+        .unbind())
+    }
+}
+
+/// The [`group`]s a need reads.
+fn groups_of(need: Need) -> u16 {
+    let mut g = 0;
+    for (on, bit) in [
+        (need.timestamp, group::TIMESTAMP),
+        (need.invocation, group::INVOCATION),
+        (need.window, group::WINDOW),
+        (need.pairing, group::PAIRING),
+        (need.usage, group::USAGE),
+        (need.compaction, group::COMPACTION),
+        (need.rewind, group::REWIND),
+        (need.parts, group::PARTS),
+        (need.parts && need.pairing, group::HITL),
+    ] {
+        if on {
+            g |= bit;
+        }
+    }
+    g
+}
+
+/// `need` as the index reads it: fields the extractor reads only in part
+/// or under a condition are read whole, so that what is stored does not
+/// depend on which operation read it first (timestamps of every event, not
+/// only of those with responses; invocation ids with the window checks).
+fn normalized(need: Need) -> Need {
+    Need {
+        timestamp: need.timestamp || need.parts,
+        invocation: need.invocation || need.window,
+        ..need
+    }
+}
+
+/// What becomes of an item the identity pass did not settle.
+enum Pending<'py> {
+    /// Bound to its slot already; read the groups not yet confirmed.
+    Confirm(Slot),
+    /// Known id, another object: bind to the slot, read and merge.
+    Rebind(Slot),
+    /// Unknown id: read and store.
+    Insert(Bound<'py, PyString>),
+    /// A known id whose slot another object of this call holds: read, not
+    /// stored.
+    Transient,
+}
+
+type Resolution<'py> = (Vec<Bound<'py, PyAny>>, Vec<EventView>, Counters);
+
+fn resolve<'py>(
+    t: &mut Tracked,
+    ex: &mut Extractor<'py>,
+    list: &Bound<'py, PyList>,
+    need: Need,
+) -> Extracted<Resolution<'py>> {
+    let py = list.py();
+    let groups = groups_of(need);
+    let objects: Vec<Bound<'py, PyAny>> = list.iter().collect();
+    let n = objects.len();
+    let mut counts = Counters::default();
+    let mut slots: Vec<Slot> = vec![Slot::MAX; n];
+    let mut pending: Vec<(usize, Pending<'py>)> = Vec::new();
+    let mut unplaced: Vec<usize> = Vec::new();
+    // Identity pass. Consecutive items are usually consecutive slots, so
+    // the next slot is tried before the address map.
+    let mut next: usize = 0;
+    for (i, obj) in objects.iter().enumerate() {
+        let ptr = obj.as_ptr();
+        let addr = ptr as usize;
+        let slot = if next < t.core.len() && t.core.ptr(next as Slot) == addr {
+            Some(next as Slot)
+        } else {
+            t.core.slot_of_ptr(addr)
+        };
+        match slot {
+            Some(s) if points_at(&t.weak[s as usize], ptr) => {
+                slots[i] = s;
+                next = s as usize + 1;
+                counts.by_identity += 1;
+                if t.core.verified(s) & groups != groups {
+                    pending.push((i, Pending::Confirm(s)));
+                }
+            }
+            _ => unplaced.push(i),
+        }
+    }
+    if !unplaced.is_empty() {
+        // Slots held by objects of this call.
+        let mut claimed = vec![false; t.core.len()];
+        for &s in &slots {
+            if s != Slot::MAX {
+                claimed[s as usize] = true;
+            }
+        }
+        // Id pass, staged over chunks like extraction (each stage's
+        // pointer chases are independent, so their cache misses overlap).
+        let mut dicts: Vec<Bound<'py, PyDict>> = Vec::with_capacity(CHUNK);
+        for chunk in unplaced.chunks(CHUNK) {
+            dicts.clear();
+            for &i in chunk {
+                dicts.push(event_dict(&objects[i])?.ok_or(Outcome::Decline("not an Event"))?);
+            }
+            for (&i, dict) in chunk.iter().zip(&dicts) {
+                let id = dict
+                    .get_item(intern!(py, "id"))?
+                    .ok_or(Outcome::Decline("id"))?
+                    .cast_into_exact::<PyString>()
+                    .map_err(|_| Outcome::Decline("id"))?;
+                let text = id.to_str().map_err(|_| Outcome::Decline("id"))?;
+                let p = match t.core.slot_of_id(text) {
+                    Some(s) if claimed[s as usize] => Pending::Transient,
+                    Some(s) => {
+                        claimed[s as usize] = true;
+                        Pending::Rebind(s)
+                    }
+                    None => Pending::Insert(id),
+                };
+                pending.push((i, p));
+            }
+        }
+    }
+    if pending.is_empty() {
+        let views = views_of(&t.core, &objects, &slots, &[], groups);
+        return Ok((objects, views, counts));
+    }
+    // Read everything that needs reading in one staged pass.
+    let to_read: Vec<Bound<'py, PyAny>> =
+        pending.iter().map(|(i, _)| objects[*i].clone()).collect();
+    let read = ex.views(&to_read, need)?;
+    let scratch = std::mem::take(&mut ex.ids);
+    let mut transients: Vec<(usize, EventView)> = Vec::new();
+    for ((i, p), view) in pending.into_iter().zip(read) {
+        let obj = &objects[i];
+        let addr = obj.as_ptr() as usize;
+        let storable = |_| Outcome::Decline("not storable");
+        match p {
+            Pending::Confirm(slot) => {
+                if t.core
+                    .merge(slot, &view, groups, &scratch)
+                    .map_err(storable)?
+                {
+                    counts.changed += 1;
+                }
+            }
+            Pending::Rebind(slot) => {
+                t.core.rebind(slot, addr);
+                t.weak[slot as usize] = Some(weak_ref(obj)?);
+                if t.core
+                    .merge(slot, &view, groups, &scratch)
+                    .map_err(storable)?
+                {
+                    counts.changed += 1;
+                }
+                slots[i] = slot;
+                counts.by_id += 1;
+            }
+            Pending::Insert(id) => {
+                let text = id.to_str().map_err(|_| Outcome::Decline("id"))?;
+                // The same new id twice in this call: the first is stored.
+                if t.core.slot_of_id(text).is_some() {
+                    transients.push((i, view));
+                    counts.transient += 1;
+                    continue;
+                }
+                let slot = t
+                    .core
+                    .insert(text, addr, &view, groups, &scratch)
+                    .map_err(storable)?;
+                t.weak.push(Some(weak_ref(obj)?));
+                slots[i] = slot;
+                counts.read += 1;
+            }
+            Pending::Transient => {
+                transients.push((i, view));
+                counts.transient += 1;
+            }
+        }
+    }
+    // Transient views go into the arena past the stored ones.
+    let extra: Vec<(usize, EventView)> = transients
+        .into_iter()
+        .map(|(i, view)| (i, t.core.transient(&view, &scratch)))
+        .collect();
+    let views = views_of(&t.core, &objects, &slots, &extra, groups);
+    Ok((objects, views, counts))
+}
+
+/// The views of a call: stored views, with the fields of other groups at
+/// their defaults (as a direct read leaves them), and transient ones.
+fn views_of(
+    core: &EventIndex,
+    objects: &[Bound<'_, PyAny>],
+    slots: &[Slot],
+    extra: &[(usize, EventView)],
+    groups: u16,
+) -> Vec<EventView> {
+    let mut views: Vec<EventView> = slots
+        .iter()
+        .zip(objects)
+        .map(|(&s, obj)| {
+            if s == Slot::MAX {
+                EventView::default()
+            } else {
+                core.view_of_groups(s, obj.as_ptr() as u64, groups)
+            }
+        })
+        .collect();
+    for &(i, view) in extra {
+        views[i] = EventView {
+            ident: objects[i].as_ptr() as u64,
+            ..view
+        };
+    }
+    views
+}
+
+/// Drops every index.
+#[pyfunction]
+pub fn index_clear() {
+    let mut reg = registry();
+    reg.sessions.clear();
+}
+
+/// Turns the index on or off and sets how many sessions it keeps; omitted
+/// arguments keep their value. Turning it off drops every index.
+#[pyfunction]
+#[pyo3(signature = (*, enabled = None, max_sessions = None))]
+pub fn index_configure(enabled: Option<bool>, max_sessions: Option<usize>) {
+    let mut reg = registry();
+    if let Some(enabled) = enabled {
+        reg.enabled = enabled;
+        if !enabled {
+            reg.sessions.clear();
+        }
+    }
+    if let Some(max) = max_sessions {
+        reg.max_sessions = max;
+        evict(&mut reg);
+    }
+}
+
+/// What the indexes hold and how calls were answered.
+#[pyfunction]
+pub fn index_stats(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let reg = registry();
+    let events: usize = reg.sessions.values().map(|t| t.core.len()).sum();
+    let bytes: usize = reg.sessions.values().map(Tracked::memory_bytes).sum();
+    let out = PyDict::new(py);
+    out.set_item("enabled", reg.enabled)?;
+    out.set_item("max_sessions", reg.max_sessions)?;
+    out.set_item("sessions", reg.sessions.len())?;
+    out.set_item("events", events)?;
+    out.set_item("bytes", bytes)?;
+    let c = reg.counters;
+    out.set_item("by_identity", c.by_identity)?;
+    out.set_item("by_id", c.by_id)?;
+    out.set_item("read", c.read)?;
+    out.set_item("changed", c.changed)?;
+    out.set_item("transient", c.transient)?;
+    out.set_item("fallbacks", c.fallbacks)?;
+    out.set_item("evictions", c.evictions)?;
+    Ok(out)
+}
