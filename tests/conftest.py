@@ -7,11 +7,16 @@ machine. `HYPOTHESIS_PROFILE=dev` explores more (random, still no database).
 
 from __future__ import annotations
 
+import copy
+import itertools
 import os
+import threading
 from collections.abc import Iterator
+from typing import Any
 
 import adk_fastcompact
 import pytest
+from adk_fastcompact import _native
 from hypothesis import HealthCheck, settings
 
 _SUPPRESSED = [HealthCheck.too_slow, HealthCheck.data_too_large]
@@ -40,3 +45,111 @@ def _never_leave_installed() -> Iterator[None]:
     adk_fastcompact.uninstall()
     yield
     adk_fastcompact.uninstall()
+
+
+# -- the index states ----------------------------------------------------------------
+
+INDEX_MODES = ("off", "cold", "warm", "copies", "invalidated")
+"""States of the per-session index a differential test runs under:
+
+- off: no index (every call reads its events directly);
+- cold: the index is dropped before every call;
+- warm: every list a call receives was read just before (same objects);
+- copies: deep copies of those lists were read just before, so the call
+  meets new objects of known events (what a new invocation meets);
+- invalidated: as warm, with the index dropped before every other call.
+"""
+
+_OPS = (
+    "apply_rewinds",
+    "get_compaction_ranges",
+    "process_compaction_events",
+    "recover_compacted_function_calls",
+    "prompt_chars_delta",
+    "sliding_window",
+    "token_threshold_selection",
+)
+
+
+# The unwrapped functions (the fixture wraps the module's attributes).
+_ORIGINAL = {name: getattr(_native, name) for name in _OPS}
+
+
+def _read_ahead(lists: list[list[Any]]) -> None:
+    """Reads `lists` through the index on another thread (its declines are
+    counted there, not on the test's thread)."""
+    rewinds = _ORIGINAL["apply_rewinds"]
+    ranges = _ORIGINAL["get_compaction_ranges"]
+    recover = _ORIGINAL["recover_compacted_function_calls"]
+
+    def run() -> None:
+        for events in lists:
+            rewinds(events)
+            ranges(events)
+            recover(events, events)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+
+
+@pytest.fixture(params=INDEX_MODES)
+def index_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """Runs the test with the per-session index in one of `INDEX_MODES`."""
+    mode: str = request.param
+    if mode == "off":
+        _native.index_configure(enabled=False)
+        try:
+            yield mode
+        finally:
+            _native.index_configure(enabled=True)
+        return
+    calls = itertools.count()
+
+    def prepare(args: tuple[Any, ...]) -> None:
+        lists = [a for a in args if type(a) is list]
+        if mode == "cold":
+            _native.index_clear()
+        elif mode == "warm":
+            _read_ahead(lists)
+        elif mode == "copies":
+            try:
+                copies = [copy.deepcopy(events) for events in lists]
+            except Exception:  # an object deepcopy cannot take: no read-ahead
+                return
+            _read_ahead(copies)
+        elif mode == "invalidated":
+            _read_ahead(lists)
+            if next(calls) % 2:
+                _native.index_clear()
+
+    for name in _OPS:
+        original = _ORIGINAL[name]
+
+        def wrapper(*args: Any, __original: Any = original, **kwargs: Any) -> Any:
+            prepare(args)
+            return __original(*args, **kwargs)
+
+        monkeypatch.setattr(_native, name, wrapper)
+    yield mode
+
+
+_SAMPLED_MODES = ("warm", "copies", "invalidated")
+_SAMPLE_EVERY = 4
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Seeded blocks run in full with the index off and cold; in the other
+    index modes every fourth block runs (the hypothesis tests run in all)."""
+    keep, drop = [], []
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        sampled = params.get("index_mode") in _SAMPLED_MODES
+        block = params.get("block")
+        if sampled and isinstance(block, int) and block % _SAMPLE_EVERY:
+            drop.append(item)
+        else:
+            keep.append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep

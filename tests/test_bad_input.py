@@ -30,6 +30,8 @@ from google.adk.events.event import Event
 from google.adk.events.event_actions import EventActions, EventCompaction
 from google.genai import types
 
+pytestmark = pytest.mark.usefixtures("index_mode")
+
 NAN = float("nan")
 
 

@@ -21,6 +21,8 @@ from google.adk.events.event_actions import EventActions, EventCompaction
 from google.genai import types
 from strategies import random_session
 
+pytestmark = pytest.mark.usefixtures("index_mode")
+
 ORIGINAL = adk_compaction._prompt_chars_saved
 BLOCKS = 10
 PER_BLOCK = 100

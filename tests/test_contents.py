@@ -21,6 +21,8 @@ from hypothesis import given, note, settings
 from hypothesis import strategies as st
 from strategies import AGENTS, BRANCHES, SCOPES, describe, random_session, sessions
 
+pytestmark = pytest.mark.usefixtures("index_mode")
+
 SEEDED_SESSIONS = 300
 HYPOTHESIS_EXAMPLES = 100
 

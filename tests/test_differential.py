@@ -43,6 +43,8 @@ from strategies import (
     subset,
 )
 
+pytestmark = pytest.mark.usefixtures("index_mode")
+
 SEEDED_BLOCKS = 20
 SESSIONS_PER_BLOCK = 100
 HYPOTHESIS_EXAMPLES = 200

@@ -32,7 +32,7 @@ import logging
 import math
 import random
 import warnings
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -63,6 +63,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from strategies import DrawChooser, RandomChooser, describe, random_session
 from window_sessions import Case, Plan, build_case, draw_plan
 
+pytestmark = pytest.mark.usefixtures("index_mode")
+
 # The oracle, taken before any test can install() (and refusing if it has).
 ORIG_WINDOW = _reference.original("run_compaction_for_sliding_window")
 ORIG_TOKEN = _reference.original("run_compaction_for_token_threshold_config")
@@ -77,7 +79,7 @@ CHAOTIC_PER_BLOCK = 50
 HYPOTHESIS_EXAMPLES = 120
 
 #: Stats of every test_seeded_cases block, for test_seeded_cases_reach_rare_paths.
-TOTALS: Counter[str] = Counter()
+TOTALS: dict[str, Counter[str]] = defaultdict(Counter)  # by index mode
 
 APP = "app"
 USER = "user"
@@ -560,7 +562,7 @@ def _require(stats: Counter[str], minimum: dict[str, int]) -> None:
 
 
 @pytest.mark.parametrize("block", range(SEEDED_BLOCKS))
-def test_seeded_cases(block: int, capture: Capture) -> None:
+def test_seeded_cases(block: int, capture: Capture, index_mode: str) -> None:
     stats: Counter[str] = Counter()
     for seed in range(block * CASES_PER_BLOCK, (block + 1) * CASES_PER_BLOCK):
         c = RandomChooser(random.Random(seed))
@@ -585,16 +587,18 @@ def test_seeded_cases(block: int, capture: Capture) -> None:
         },
     )
     assert stats["nan declined"] <= n // 10, stats
-    TOTALS.update(stats)
-    TOTALS["blocks"] += 1
+    TOTALS[index_mode].update(stats)
+    TOTALS[index_mode]["blocks"] += 1
 
 
-def test_seeded_cases_reach_rare_paths() -> None:
-    """Over all seeded blocks: paths too rare to require of every block."""
-    if TOTALS["blocks"] != SEEDED_BLOCKS:
+@pytest.mark.parametrize("index_mode", ["off", "cold"], indirect=True)
+def test_seeded_cases_reach_rare_paths(index_mode: str) -> None:
+    """Over all seeded blocks (which run in full with the index off and
+    cold): paths too rare to require of every block."""
+    if TOTALS[index_mode]["blocks"] != SEEDED_BLOCKS:
         pytest.skip("needs every test_seeded_cases block in this run")
     _require(
-        TOTALS,
+        TOTALS[index_mode],
         {
             "not worth compacting": 10,
             "raised": 20,

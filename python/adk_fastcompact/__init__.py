@@ -18,7 +18,7 @@ from ._filtering import (
     process_compaction_events,
     recover_compacted_function_calls,
 )
-from ._native import __version__
+from ._native import __version__, index_clear, index_configure, index_stats
 from ._patch import (
     MODES,
     SUPPORTED_ADK_VERSIONS,
@@ -37,6 +37,9 @@ __all__ = [
     "__version__",
     "apply_rewinds",
     "get_compaction_ranges",
+    "index_clear",
+    "index_configure",
+    "index_stats",
     "install",
     "installed",
     "process_compaction_events",

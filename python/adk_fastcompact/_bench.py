@@ -246,7 +246,7 @@ def _set_installed(patched: bool) -> None:
     if patched and _patch.installed() is None:
         _patch.install(strict=True)
     elif not patched and _patch.installed() is not None:
-        _patch.uninstall()
+        _patch.unpatch()
 
 
 def _ratio(python_ms: float, rust_ms: float) -> float:

@@ -26,10 +26,9 @@ from typing import Any
 from google.adk.apps import compaction as _adk
 from google.adk.events.event import Event
 from google.adk.platform import time as _platform_time
-from google.adk.platform import uuid as _platform_uuid
 from google.genai import types
 
-from . import _native, _reference
+from . import _native, _reference, _summaries
 
 # The serialized size of google-adk's weightless summary content.
 _EMPTY_SUMMARY_SIZE = len(
@@ -52,7 +51,7 @@ def _draw_ids(count: int) -> None:
     would shift every later id, so they are drawn; with the default provider
     (random UUIDs, no state anyone can observe) they are skipped.
     """
-    if _platform_uuid._id_provider_context_var.get() is _platform_uuid._default_id_provider:
+    if _summaries.ids_unobservable():
         return
     for _ in range(count):
         Event.new_id()

@@ -47,7 +47,10 @@ def process_compaction_events(events: list[Event], agent_name: str = "") -> list
     def summary(event: Event) -> Event:
         return _summaries.summary_event(event, author)
 
-    out = _native.process_compaction_events(events, summary)
+    # Summaries are handed out again (same object) only while building one
+    # draws no id anyone can observe; see `_native.process_compaction_events`.
+    reuse = _summaries.ids_unobservable()
+    out = _native.process_compaction_events(events, summary, author if reuse else None)
     if out is None:
         return _reference.process_compaction_events(events, agent_name)
     return out

@@ -38,6 +38,37 @@ def decline_counts(reset: bool = False) -> dict[str, int]:
       A mapping from reason to count.
     """
 
+def index_clear() -> None:
+    """Drops every per-session index (`uninstall()` calls this).
+
+    Call it after editing a stored Event in place: an object the index has
+    read is trusted to keep what it showed while it lives.
+    """
+
+def index_configure(*, enabled: bool | None = None, max_sessions: int | None = None) -> None:
+    """Turns the per-session index on or off and sets how many sessions it keeps.
+
+    Args:
+      enabled: Whether calls go through the index (turning it off drops it).
+      max_sessions: Sessions kept; beyond, the least recently used goes.
+    """
+
+def index_stats() -> dict[str, object]:
+    """What the per-session indexes hold and how calls were answered.
+
+    Returns:
+      `enabled`, `max_sessions`, `sessions`, `events` (stored), `bytes`
+      (memory of the indexes: stored views, id and address tables, weak
+      references), `summaries` and `summary_bytes` (the cached summary
+      Events, with their dicts),
+      and counters since the start: `by_identity` (items recognised as the
+      object a slot is bound to), `by_id` (new objects of known events),
+      `read` (new events), `changed` (stored values that a new object
+      contradicted), `transient` (items read but not stored), `fallbacks`
+      (calls that went without the index), `evictions`,
+      `summaries_reused`, `summaries_built`.
+    """
+
 def apply_rewinds(events: object) -> list[Event] | None:
     """The events that survive every rewind, in order.
 
@@ -60,14 +91,19 @@ def get_compaction_ranges(events: object) -> list[tuple[int, float, float]] | No
     """
 
 def process_compaction_events(
-    events: object, make_summary: Callable[[Event], Event]
+    events: object, make_summary: Callable[[Event], Event], reuse_for: str | None = None
 ) -> list[Event] | None:
     """The history with compacted events replaced by summaries.
 
     Args:
       events: The events to filter.
       make_summary: Builds the summary Event of a compaction event; called
-        once per surviving compaction, in event order.
+        once per surviving compaction that needs a new summary, in event
+        order.
+      reuse_for: The summaries' author, when a summary handed out before for
+        the same compaction event object and author may be handed out again
+        while neither it nor any of its values changed (only when building
+        one draws no observable id).
 
     Returns:
       The filtered events in prompt order, or None to decline.

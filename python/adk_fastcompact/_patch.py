@@ -20,7 +20,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from . import _compaction, _filtering, _reference
+from . import _compaction, _filtering, _native, _reference
 
 #: google-adk versions whose pure-Python behaviour this release reproduces.
 SUPPORTED_ADK_VERSIONS: tuple[str, ...] = ("2.13.0",)
@@ -150,7 +150,15 @@ def install(mode: str = "parity", *, strict: bool = False) -> bool:
 
 
 def uninstall() -> None:
-    """Restores every google-adk binding `install()` replaced. Idempotent."""
+    """Restores every google-adk binding `install()` replaced and drops the
+    per-session indexes (`index_stats()` shows them). Idempotent."""
+    unpatch()
+    _native.index_clear()
+
+
+def unpatch() -> None:
+    """`uninstall()` keeping the per-session indexes (for the benchmark,
+    which switches google-adk back and forth between turns)."""
     global _mode
     with _lock:
         replacements = {id(new) for new in _REPLACEMENTS.values()}

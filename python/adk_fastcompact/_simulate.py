@@ -466,7 +466,7 @@ async def _run(
                 if side.result.patched:
                     _patch.install(strict=True)
                 else:
-                    _patch.uninstall()
+                    _patch.unpatch()
                 undo = time_bindings(watch)
                 try:
                     await side.turn(turn)

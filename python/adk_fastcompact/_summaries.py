@@ -56,6 +56,14 @@ def _template_parts() -> tuple[dict[str, Any], frozenset[str]]:
     return _template
 
 
+def ids_unobservable() -> bool:
+    """Whether drawing an event id is unobservable: the default provider,
+    `uuid4` from the OS's entropy, whose draws nobody can tell apart or
+    count. A custom provider sees every draw, so then every summary is
+    built (drawing its id) as google-adk builds it."""
+    return _platform_uuid._id_provider_context_var.get() is _platform_uuid._default_id_provider
+
+
 def _is_optional_str(value: object) -> bool:
     return value is None or type(value) is str
 

@@ -69,11 +69,10 @@ struct Stored {
     arena: u32,
     lens: [u16; 5],
     has_responses: bool,
-    /// The event's `id` in `id_text`.
-    id_start: u32,
-    id_len: u32,
     /// The [`group`]s read from or confirmed on the object at `ptr`.
     verified: u16,
+    /// The [`group`]s ever stored (the others hold defaults).
+    known: u16,
 }
 
 fn pack(sym: Option<Sym>) -> Result<u32, NotStorable> {
@@ -88,10 +87,15 @@ fn unpack(value: u32) -> Option<Sym> {
     (value != NONE).then_some(value)
 }
 
-fn hash_text(text: &str) -> u64 {
+/// The key an event is found by: a 64-bit hash of its `id`.
+///
+/// Two ids with one key would share a slot. That costs re-reading, never a
+/// wrong view: a slot is only trusted for the object it is bound to, and an
+/// object found by key is read again for every field a call needs.
+pub fn id_key(id: &str) -> u64 {
     let mut h = FastHasher::default();
-    h.write(text.as_bytes());
-    h.write_usize(text.len());
+    h.write(id.as_bytes());
+    h.write_usize(id.len());
     h.finish()
 }
 
@@ -104,11 +108,8 @@ pub struct EventIndex {
     /// `committed` belong to the current call's transient views.
     arena: Vec<Sym>,
     committed: usize,
-    id_text: String,
-    /// Hash of the id text to the slot; a second id with the same hash
-    /// lives in `collided`.
+    /// Events by the hash of their `id` (see [`id_key`]).
     by_id: FastMap<u64, Slot>,
-    collided: FastMap<Box<str>, Slot>,
     by_ptr: FastMap<usize, Slot>,
 }
 
@@ -142,20 +143,10 @@ impl EventIndex {
         self.stored[slot as usize].verified
     }
 
-    /// The `id` text of `slot`.
-    pub fn id(&self, slot: Slot) -> &str {
-        let s = &self.stored[slot as usize];
-        &self.id_text[s.id_start as usize..(s.id_start + s.id_len) as usize]
-    }
-
-    /// The slot of the event with id `id`.
-    pub fn slot_of_id(&self, id: &str) -> Option<Slot> {
-        let slot = *self.by_id.get(&hash_text(id))?;
-        if self.id(slot) == id {
-            Some(slot)
-        } else {
-            self.collided.get(id).copied()
-        }
+    /// The slot of the event whose id has key `key` ([`id_key`]).
+    #[inline]
+    pub fn slot_of_id(&self, key: u64) -> Option<Slot> {
+        self.by_id.get(&key).copied()
     }
 
     /// Binds `slot` to the object at `ptr`: nothing is confirmed on it yet.
@@ -171,12 +162,13 @@ impl EventIndex {
         }
     }
 
-    /// Stores a new event with id `id`, bound to the object at `ptr`, of
-    /// which `view` holds the fields of `groups` (spans into `scratch`).
-    /// Must not be called while transient views exist.
+    /// Stores a new event whose id has key `key` (absent so far), bound
+    /// to the object at `ptr`, of which `view` holds the fields of `groups`
+    /// (spans into `scratch`). Must not be called while transient views
+    /// exist.
     pub fn insert(
         &mut self,
-        id: &str,
+        key: u64,
         ptr: usize,
         view: &EventView,
         groups: u16,
@@ -184,33 +176,20 @@ impl EventIndex {
     ) -> Result<Slot, NotStorable> {
         debug_assert_eq!(self.arena.len(), self.committed);
         let slot = Slot::try_from(self.stored.len()).map_err(|_| NotStorable::TooManyIds)?;
-        let id_start = u32::try_from(self.id_text.len()).map_err(|_| NotStorable::TooManyIds)?;
-        let id_len = u32::try_from(id.len()).map_err(|_| NotStorable::TooManyIds)?;
-        let mut stored = self.compact(view, scratch)?;
-        stored.id_start = id_start;
-        stored.id_len = id_len;
+        let stored = self.compact(view, scratch)?;
         self.committed = self.arena.len();
-        self.id_text.push_str(id);
         self.stored.push(stored);
-        match self.by_id.entry(hash_text(id)) {
-            // Equal hashes of different ids (an equal id is matched by
-            // `slot_of_id` before anyone inserts it again).
-            std::collections::hash_map::Entry::Occupied(_) => {
-                self.collided.insert(id.into(), slot);
-            }
-            std::collections::hash_map::Entry::Vacant(e) => {
-                e.insert(slot);
-            }
-        }
+        self.by_id.insert(key, slot);
         self.rebind(slot, ptr);
         self.stored[slot as usize].verified = groups;
+        self.stored[slot as usize].known = groups;
         Ok(slot)
     }
 
     /// Takes the fields of `groups` from `view` (read from the object
     /// `slot` is bound to; spans into `scratch`), marks them confirmed and
-    /// says whether any stored value changed. Must not be called while
-    /// transient views exist.
+    /// says whether a value stored before (not a group stored for the first
+    /// time) changed. Must not be called while transient views exist.
     pub fn merge(
         &mut self,
         slot: Slot,
@@ -261,7 +240,9 @@ impl EventIndex {
             }
         }
         let plain_changed = !same_plain(&old, &new);
-        let stored_verified = self.stored[slot as usize].verified;
+        let Stored {
+            verified, known, ..
+        } = self.stored[slot as usize];
         if plain_changed || spans_changed {
             let mut owned: Vec<Sym> = Vec::new();
             let mut local = EventView { ..new };
@@ -286,12 +267,36 @@ impl EventIndex {
             self.committed = self.arena.len();
             let s = &self.stored[slot as usize];
             stored.ptr = s.ptr;
-            stored.id_start = s.id_start;
-            stored.id_len = s.id_len;
             self.stored[slot as usize] = stored;
         }
-        self.stored[slot as usize].verified = stored_verified | groups;
-        Ok(plain_changed || spans_changed)
+        let s = &mut self.stored[slot as usize];
+        s.verified = verified | groups;
+        s.known = known | groups;
+        // Whether a group stored before now differs: compare again within
+        // the groups known before.
+        Ok((plain_changed || spans_changed) && self.differs(&old, view, groups & known, scratch))
+    }
+
+    /// Whether `view` (spans into `scratch`) differs from `old` (spans into
+    /// the arena) in the fields of `groups`.
+    fn differs(&self, old: &EventView, view: &EventView, groups: u16, scratch: &[Sym]) -> bool {
+        if groups == 0 {
+            return false;
+        }
+        let a = self.mask(old, groups);
+        let b = self.mask(view, groups);
+        let span_groups = [
+            group::PARTS,
+            group::PARTS,
+            group::HITL,
+            group::PAIRING,
+            group::PAIRING,
+        ];
+        !same_plain(&a, &b)
+            || (0..5).any(|k| {
+                groups & span_groups[k] != 0
+                    && spans(old)[k].of(&self.arena) != spans(view)[k].of(scratch)
+            })
     }
 
     /// The view of an event that is not stored (a summary, an event being
@@ -381,8 +386,14 @@ impl EventIndex {
     /// their defaults.
     #[inline]
     pub fn view_of_groups(&self, slot: Slot, ident: u64, groups: u16) -> EventView {
+        self.mask(&self.view(slot, ident), groups)
+    }
+
+    /// `v` with the fields outside `groups` at their defaults.
+    #[inline]
+    fn mask(&self, v: &EventView, groups: u16) -> EventView {
         use group::*;
-        let v = self.view(slot, ident);
+        let ident = v.ident;
         let has = |g: u16| groups & g != 0;
         let none = Span::default();
         EventView {
@@ -441,9 +452,8 @@ impl EventIndex {
             arena,
             lens,
             has_responses: view.has_responses,
-            id_start: 0,
-            id_len: 0,
             verified: 0,
+            known: 0,
         };
         for span in spans {
             self.arena.extend_from_slice(span.of(scratch));
@@ -454,15 +464,11 @@ impl EventIndex {
     /// Bytes held, counting allocated capacity (hash maps at their bucket
     /// count with one control byte per bucket).
     pub fn memory_bytes(&self) -> usize {
-        let collided_text: usize = self.collided.keys().map(|k| k.len()).sum();
         std::mem::size_of::<Self>()
             + self.stored.capacity() * std::mem::size_of::<Stored>()
             + self.compactions.capacity() * std::mem::size_of::<CompactionView>()
             + self.arena.capacity() * std::mem::size_of::<Sym>()
-            + self.id_text.capacity()
             + map_bytes(&self.by_id)
-            + map_bytes(&self.collided)
-            + collided_text
             + map_bytes(&self.by_ptr)
     }
 }
@@ -549,7 +555,9 @@ mod tests {
         let mut scratch = vec![99, 98];
         let v = view_with(&mut scratch, &[1, 2], &[3]);
         let mut index = EventIndex::default();
-        let slot = index.insert("e1", 0x1000, &v, ALL, &scratch).unwrap();
+        let slot = index
+            .insert(id_key("e1"), 0x1000, &v, ALL, &scratch)
+            .unwrap();
         let back = index.view(slot, 5);
         assert_eq!(back.calls.of(index.arena()), &[1, 2]);
         assert_eq!(back.responses.of(index.arena()), &[3]);
@@ -559,9 +567,9 @@ mod tests {
         assert_eq!(back.compaction, v.compaction);
         assert_eq!(back.prompt_tokens, v.prompt_tokens);
         assert_eq!(back.author, v.author);
-        assert_eq!(index.slot_of_id("e1"), Some(slot));
+        assert_eq!(index.slot_of_id(id_key("e1")), Some(slot));
         assert_eq!(index.slot_of_ptr(0x1000), Some(slot));
-        assert_eq!(index.slot_of_id("e2"), None);
+        assert_eq!(index.slot_of_id(id_key("e2")), None);
         assert_eq!(index.verified(slot), ALL);
     }
 
@@ -569,7 +577,7 @@ mod tests {
     fn rebinding_moves_the_address_and_forgets_what_was_confirmed() {
         let mut index = EventIndex::default();
         let slot = index
-            .insert("a", 0x10, &EventView::at(1.0), ALL, &[])
+            .insert(id_key("a"), 0x10, &EventView::at(1.0), ALL, &[])
             .unwrap();
         index.rebind(slot, 0x20);
         assert_eq!(index.slot_of_ptr(0x10), None);
@@ -582,10 +590,10 @@ mod tests {
     fn an_address_taken_over_by_another_slot_stays_with_it() {
         let mut index = EventIndex::default();
         let a = index
-            .insert("a", 0x10, &EventView::at(1.0), ALL, &[])
+            .insert(id_key("a"), 0x10, &EventView::at(1.0), ALL, &[])
             .unwrap();
         let b = index
-            .insert("b", 0x10, &EventView::at(2.0), ALL, &[])
+            .insert(id_key("b"), 0x10, &EventView::at(2.0), ALL, &[])
             .unwrap();
         index.rebind(a, 0x30);
         assert_eq!(index.slot_of_ptr(0x10), Some(b));
@@ -596,7 +604,7 @@ mod tests {
         let mut scratch = Vec::new();
         let v = view_with(&mut scratch, &[4], &[]);
         let mut index = EventIndex::default();
-        index.insert("a", 1, &v, ALL, &scratch).unwrap();
+        index.insert(id_key("a"), 1, &v, ALL, &scratch).unwrap();
         let before = index.arena().len();
         let t = index.transient(&v, &scratch);
         assert_eq!(t.calls.of(index.arena()), &[4]);
@@ -611,7 +619,13 @@ mod tests {
         let v = view_with(&mut scratch, &[4], &[5]);
         let mut index = EventIndex::default();
         let slot = index
-            .insert("a", 1, &v, group::TIMESTAMP | group::PARTS, &scratch)
+            .insert(
+                id_key("a"),
+                1,
+                &v,
+                group::TIMESTAMP | group::PARTS,
+                &scratch,
+            )
             .unwrap();
         // Same timestamp and parts: nothing changes, more is confirmed.
         let mut other = Vec::new();
@@ -636,30 +650,18 @@ mod tests {
             index.verified(slot),
             group::TIMESTAMP | group::PARTS | group::COMPACTION
         );
-        assert_eq!(index.slot_of_id("a"), Some(slot));
+        assert_eq!(index.slot_of_id(id_key("a")), Some(slot));
     }
 
     #[test]
     fn a_nan_timestamp_equals_its_own_copy() {
         let mut index = EventIndex::default();
         let slot = index
-            .insert("a", 1, &EventView::at(f64::NAN), ALL, &[])
+            .insert(id_key("a"), 1, &EventView::at(f64::NAN), ALL, &[])
             .unwrap();
         assert!(!index
             .merge(slot, &EventView::at(f64::NAN), group::TIMESTAMP, &[])
             .unwrap());
-    }
-
-    #[test]
-    fn colliding_hashes_are_told_apart_by_text() {
-        let mut index = EventIndex::default();
-        let a = index.insert("a", 1, &EventView::at(1.0), ALL, &[]).unwrap();
-        let b = index.insert("b", 2, &EventView::at(2.0), ALL, &[]).unwrap();
-        // Force a collision: file "b" under the hash of "a".
-        index.by_id.insert(hash_text("b"), a);
-        index.collided.insert("b".into(), b);
-        assert_eq!(index.slot_of_id("a"), Some(a));
-        assert_eq!(index.slot_of_id("b"), Some(b));
     }
 
     #[test]
@@ -670,7 +672,7 @@ mod tests {
             ..EventView::default()
         };
         assert_eq!(
-            index.insert("a", 1, &v, ALL, &[]),
+            index.insert(id_key("a"), 1, &v, ALL, &[]),
             Err(NotStorable::Sentinel)
         );
         let scratch = vec![1; 70_000];
@@ -682,7 +684,7 @@ mod tests {
             ..EventView::default()
         };
         assert_eq!(
-            index.insert("a", 1, &v, ALL, &scratch),
+            index.insert(id_key("a"), 1, &v, ALL, &scratch),
             Err(NotStorable::TooManyIds)
         );
         assert!(index.is_empty());
@@ -694,7 +696,7 @@ mod tests {
         for i in 0..1000 {
             let id = format!("{i:036}");
             index
-                .insert(&id, i + 1, &EventView::at(1.0), ALL, &[])
+                .insert(id_key(&id), i + 1, &EventView::at(1.0), ALL, &[])
                 .unwrap();
         }
         let per_event = index.memory_bytes() / index.len();

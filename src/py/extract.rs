@@ -154,6 +154,11 @@ impl Interner {
         self.by_ptr.clear();
     }
 
+    /// Frees the address cache's table (kept empty between calls).
+    pub fn shrink(&mut self) {
+        self.by_ptr = FastMap::default();
+    }
+
     /// Bytes held (maps at their bucket count, texts at their length).
     pub fn memory_bytes(&self) -> usize {
         fn buckets(capacity: usize) -> usize {

@@ -7,24 +7,31 @@ use crate::core::filter::{self, Item};
 use crate::core::guarded;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::PyList;
+use pyo3::types::{PyList, PyString};
 
 /// `_process_compaction_events`: the filtered history, or `None` to decline.
 ///
 /// `make_summary(event)` materializes the summary of a compaction event; it
 /// is called once per surviving compaction in event order, as google-adk
-/// constructs them, so id providers see the same sequence of calls.
+/// constructs them, so id providers see the same sequence of calls. With
+/// `reuse_for` (the summaries' author), a summary handed out before for the
+/// same compaction event object and author is handed out again while
+/// neither it nor its values changed, instead of building a new one; the
+/// caller passes it only when building draws no observable id.
 #[pyfunction]
+#[pyo3(signature = (events, make_summary, reuse_for = None))]
 pub fn process_compaction_events<'py>(
     events: &Bound<'py, PyAny>,
     make_summary: &Bound<'py, PyAny>,
+    reuse_for: Option<&Bound<'py, PyString>>,
 ) -> PyResult<Option<Bound<'py, PyList>>> {
-    finish(run(events, make_summary))
+    finish(run(events, make_summary, reuse_for))
 }
 
 fn run<'py>(
     events: &Bound<'py, PyAny>,
     make_summary: &Bound<'py, PyAny>,
+    reuse_for: Option<&Bound<'py, PyString>>,
 ) -> Extracted<Bound<'py, PyList>> {
     let py = events.py();
     let need = Need {
@@ -37,7 +44,20 @@ fn run<'py>(
     let items = py.detach(move || guarded(|| filter::process_compaction_events(&views)))?;
     let mut summaries: Vec<Option<Bound<'py, PyAny>>> = vec![None; batch.objects.len()];
     for index in filter::summaries_in_creation_order(&items) {
-        summaries[index] = Some(make_summary.call1((&batch.objects[index],))?);
+        let cached = match reuse_for {
+            Some(author) => batch.cached_summary(index, author)?,
+            None => None,
+        };
+        summaries[index] = Some(match cached {
+            Some(summary) => summary,
+            None => {
+                let summary = make_summary.call1((&batch.objects[index],))?;
+                if let Some(author) = reuse_for {
+                    batch.cache_summary(index, author, &summary)?;
+                }
+                summary
+            }
+        });
     }
     let mut out = Vec::with_capacity(items.len());
     for item in &items {

@@ -35,7 +35,7 @@
 use super::error::{Extracted, Outcome};
 use super::extract::{event_dict, Extractor, Interner, Need, CHUNK};
 use crate::core::hash::FastMap;
-use crate::core::index::{group, EventIndex, Slot};
+use crate::core::index::{group, id_key, EventIndex, Slot};
 use crate::core::EventView;
 use pyo3::ffi;
 use pyo3::intern;
@@ -49,7 +49,72 @@ struct Tracked {
     interner: Interner,
     /// Weak reference to the object each slot was last seen as.
     weak: Vec<Option<Py<PyAny>>>,
+    /// Summary Events built for compaction events, by slot.
+    summaries: FastMap<Slot, Summary>,
     last_used: u64,
+}
+
+/// A summary Event handed out for a compaction event, and what it was
+/// built from and with: it is handed out again only while all of that is
+/// unchanged.
+struct Summary {
+    /// The compaction event (held, so its address names it).
+    source: Py<PyAny>,
+    author: Py<PyString>,
+    event: Py<PyAny>,
+    /// The summary's instance-dict values in order, held (so an identical
+    /// address means an unchanged value), and its `node_info`'s (a mutable
+    /// model some agents write into).
+    values: Vec<Py<PyAny>>,
+    node_info: Vec<Py<PyAny>>,
+}
+
+/// The values of an instance dict, in order.
+fn dict_values<'py>(dict: &Bound<'py, PyDict>) -> Vec<Bound<'py, PyAny>> {
+    dict.values().iter().collect()
+}
+
+/// The instance dict of a plain object (a summary Event, a NodeInfo).
+fn instance_dict<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyDict>>> {
+    Ok(obj
+        .getattr(pyo3::intern!(obj.py(), "__dict__"))
+        .ok()
+        .and_then(|d| d.cast_into_exact::<PyDict>().ok()))
+}
+
+impl Summary {
+    /// Whether the summary is still as built, for `source` and `author`.
+    fn valid(&self, source: &Bound<'_, PyAny>, author: &Bound<'_, PyString>) -> PyResult<bool> {
+        let py = source.py();
+        if !self.source.bind(py).is(source) || self.author.bind(py).to_str()? != author.to_str()? {
+            return Ok(false);
+        }
+        let (values, node_info) = match summary_values(self.event.bind(py))? {
+            Some(v) => v,
+            None => return Ok(false),
+        };
+        let same = |now: &[Bound<'_, PyAny>], then: &[Py<PyAny>]| {
+            now.len() == then.len() && now.iter().zip(then).all(|(a, b)| a.is(b))
+        };
+        Ok(same(&values, &self.values) && same(&node_info, &self.node_info))
+    }
+}
+
+/// The instance-dict values of a summary Event and of its `node_info`.
+#[allow(clippy::type_complexity)]
+fn summary_values<'py>(
+    event: &Bound<'py, PyAny>,
+) -> PyResult<Option<(Vec<Bound<'py, PyAny>>, Vec<Bound<'py, PyAny>>)>> {
+    let Some(dict) = instance_dict(event)? else {
+        return Ok(None);
+    };
+    let Some(node) = dict.get_item(intern!(event.py(), "node_info"))? else {
+        return Ok(None);
+    };
+    let Some(node) = instance_dict(&node)? else {
+        return Ok(None);
+    };
+    Ok(Some((dict_values(&dict), dict_values(&node))))
 }
 
 impl Tracked {
@@ -58,10 +123,13 @@ impl Tracked {
             core: EventIndex::default(),
             interner: Interner::default(),
             weak: Vec::new(),
+            summaries: FastMap::default(),
             last_used: 0,
         }
     }
 
+    /// Bytes held by the index proper: the Rust structures and the weak
+    /// reference objects.
     fn memory_bytes(&self) -> usize {
         // A weak reference object is 64 bytes in CPython (pymalloc class 64).
         let weak = self.weak.iter().filter(|w| w.is_some()).count() * 64;
@@ -69,6 +137,29 @@ impl Tracked {
             + self.interner.memory_bytes()
             + self.weak.capacity() * std::mem::size_of::<Option<Py<PyAny>>>()
             + weak
+    }
+
+    /// Bytes held by the summary cache: its table and the cached summary
+    /// Events with their dicts, fields sets and `node_info`.
+    fn summary_bytes(&self, py: Python<'_>) -> PyResult<usize> {
+        let mut summaries = crate::core::index::map_bytes(&self.summaries);
+        for s in self.summaries.values() {
+            summaries += (s.values.capacity() + s.node_info.capacity()) * 8;
+            let event = s.event.bind(py);
+            let node = event.getattr(intern!(py, "node_info"))?;
+            for obj in [
+                event.clone(),
+                event.getattr(intern!(py, "__dict__"))?,
+                event.getattr(intern!(py, "__pydantic_fields_set__"))?,
+                node.clone(),
+                node.getattr(intern!(py, "__dict__"))?,
+            ] {
+                summaries += obj
+                    .call_method0(intern!(py, "__sizeof__"))?
+                    .extract::<usize>()?;
+            }
+        }
+        Ok(summaries)
     }
 }
 
@@ -82,6 +173,8 @@ struct Counters {
     transient: u64,
     fallbacks: u64,
     evictions: u64,
+    summaries_reused: u64,
+    summaries_built: u64,
 }
 
 struct Registry {
@@ -105,6 +198,8 @@ static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
         transient: 0,
         fallbacks: 0,
         evictions: 0,
+        summaries_reused: 0,
+        summaries_built: 0,
     },
 });
 
@@ -123,7 +218,62 @@ pub struct Loaded<'py> {
     /// Extractor for events outside the list; its arena holds the views'
     /// ids (the index's arena while the index is checked out).
     pub ex: Extractor<'py>,
+    /// The slot of each object (`Slot::MAX` when not stored).
+    slots: Vec<Slot>,
     checkout: Option<(Box<str>, Tracked)>,
+}
+
+impl<'py> Loaded<'py> {
+    /// The summary handed out before for the compaction event at `i` of
+    /// the list, when it, the event and the author are unchanged.
+    pub fn cached_summary(
+        &self,
+        i: usize,
+        author: &Bound<'py, PyString>,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let (Some((_, tracked)), Some(&slot)) = (&self.checkout, self.slots.get(i)) else {
+            return Ok(None);
+        };
+        match tracked.summaries.get(&slot) {
+            Some(summary) if summary.valid(&self.objects[i], author)? => {
+                registry().counters.summaries_reused += 1;
+                Ok(Some(summary.event.bind(author.py()).clone()))
+            }
+            _ => {
+                registry().counters.summaries_built += 1;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Remembers `event` as the summary of the compaction event at `i`.
+    pub fn cache_summary(
+        &mut self,
+        i: usize,
+        author: &Bound<'py, PyString>,
+        event: &Bound<'py, PyAny>,
+    ) -> PyResult<()> {
+        let (Some((_, tracked)), Some(&slot)) = (&mut self.checkout, self.slots.get(i)) else {
+            return Ok(());
+        };
+        if slot == Slot::MAX {
+            return Ok(());
+        }
+        let Some((values, node_info)) = summary_values(event)? else {
+            return Ok(());
+        };
+        tracked.summaries.insert(
+            slot,
+            Summary {
+                source: self.objects[i].clone().unbind(),
+                author: author.clone().unbind(),
+                event: event.clone().unbind(),
+                values: values.into_iter().map(Bound::unbind).collect(),
+                node_info: node_info.into_iter().map(Bound::unbind).collect(),
+            },
+        );
+        Ok(())
+    }
 }
 
 impl Drop for Loaded<'_> {
@@ -149,13 +299,14 @@ pub fn load<'py>(events: &Bound<'py, PyAny>, need: Need) -> Extracted<Loaded<'py
             let mut ex = Extractor::with_interner(py, std::mem::take(&mut tracked.interner))?;
             ex.interner.begin_call();
             match resolve(&mut tracked, &mut ex, list, normalized(need)) {
-                Ok((objects, views, counts)) => {
+                Ok((objects, views, slots, counts)) => {
                     ex.ids = tracked.core.take_arena();
                     registry().counters.add(&counts);
                     return Ok(Loaded {
                         objects,
                         views,
                         ex,
+                        slots,
                         checkout: Some((key, tracked)),
                     });
                 }
@@ -183,6 +334,7 @@ pub fn load<'py>(events: &Bound<'py, PyAny>, need: Need) -> Extracted<Loaded<'py
         objects: batch.objects,
         views: batch.views,
         ex,
+        slots: Vec::new(),
         checkout: None,
     })
 }
@@ -218,6 +370,8 @@ fn checkout(key: &str) -> Option<Tracked> {
 }
 
 fn checkin(key: Box<str>, mut tracked: Tracked) {
+    // The address cache is only valid within a call: not kept between.
+    tracked.interner.shrink();
     let mut reg = registry();
     if !reg.enabled {
         return;
@@ -259,6 +413,8 @@ impl Counters {
         self.transient += c.transient;
         self.fallbacks += c.fallbacks;
         self.evictions += c.evictions;
+        self.summaries_reused += c.summaries_reused;
+        self.summaries_built += c.summaries_built;
     }
 }
 
@@ -329,19 +485,19 @@ fn normalized(need: Need) -> Need {
 }
 
 /// What becomes of an item the identity pass did not settle.
-enum Pending<'py> {
+enum Pending {
     /// Bound to its slot already; read the groups not yet confirmed.
     Confirm(Slot),
     /// Known id, another object: bind to the slot, read and merge.
     Rebind(Slot),
-    /// Unknown id: read and store.
-    Insert(Bound<'py, PyString>),
+    /// Unknown id (its key): read and store.
+    Insert(u64),
     /// A known id whose slot another object of this call holds: read, not
     /// stored.
     Transient,
 }
 
-type Resolution<'py> = (Vec<Bound<'py, PyAny>>, Vec<EventView>, Counters);
+type Resolution<'py> = (Vec<Bound<'py, PyAny>>, Vec<EventView>, Vec<Slot>, Counters);
 
 fn resolve<'py>(
     t: &mut Tracked,
@@ -355,7 +511,7 @@ fn resolve<'py>(
     let n = objects.len();
     let mut counts = Counters::default();
     let mut slots: Vec<Slot> = vec![Slot::MAX; n];
-    let mut pending: Vec<(usize, Pending<'py>)> = Vec::new();
+    let mut pending: Vec<(usize, Pending)> = Vec::new();
     let mut unplaced: Vec<usize> = Vec::new();
     // Identity pass. Consecutive items are usually consecutive slots, so
     // the next slot is tried before the address map.
@@ -402,14 +558,14 @@ fn resolve<'py>(
                     .ok_or(Outcome::Decline("id"))?
                     .cast_into_exact::<PyString>()
                     .map_err(|_| Outcome::Decline("id"))?;
-                let text = id.to_str().map_err(|_| Outcome::Decline("id"))?;
-                let p = match t.core.slot_of_id(text) {
+                let key = id_key(id.to_str().map_err(|_| Outcome::Decline("id"))?);
+                let p = match t.core.slot_of_id(key) {
                     Some(s) if claimed[s as usize] => Pending::Transient,
                     Some(s) => {
                         claimed[s as usize] = true;
                         Pending::Rebind(s)
                     }
-                    None => Pending::Insert(id),
+                    None => Pending::Insert(key),
                 };
                 pending.push((i, p));
             }
@@ -417,7 +573,7 @@ fn resolve<'py>(
     }
     if pending.is_empty() {
         let views = views_of(&t.core, &objects, &slots, &[], groups);
-        return Ok((objects, views, counts));
+        return Ok((objects, views, slots, counts));
     }
     // Read everything that needs reading in one staged pass.
     let to_read: Vec<Bound<'py, PyAny>> =
@@ -450,17 +606,16 @@ fn resolve<'py>(
                 slots[i] = slot;
                 counts.by_id += 1;
             }
-            Pending::Insert(id) => {
-                let text = id.to_str().map_err(|_| Outcome::Decline("id"))?;
+            Pending::Insert(key) => {
                 // The same new id twice in this call: the first is stored.
-                if t.core.slot_of_id(text).is_some() {
+                if t.core.slot_of_id(key).is_some() {
                     transients.push((i, view));
                     counts.transient += 1;
                     continue;
                 }
                 let slot = t
                     .core
-                    .insert(text, addr, &view, groups, &scratch)
+                    .insert(key, addr, &view, groups, &scratch)
                     .map_err(storable)?;
                 t.weak.push(Some(weak_ref(obj)?));
                 slots[i] = slot;
@@ -478,7 +633,7 @@ fn resolve<'py>(
         .map(|(i, view)| (i, t.core.transient(&view, &scratch)))
         .collect();
     let views = views_of(&t.core, &objects, &slots, &extra, groups);
-    Ok((objects, views, counts))
+    Ok((objects, views, slots, counts))
 }
 
 /// The views of a call: stored views, with the fields of other groups at
@@ -541,12 +696,24 @@ pub fn index_stats(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     let reg = registry();
     let events: usize = reg.sessions.values().map(|t| t.core.len()).sum();
     let bytes: usize = reg.sessions.values().map(Tracked::memory_bytes).sum();
+    let mut summary_bytes = 0;
+    for t in reg.sessions.values() {
+        summary_bytes += t.summary_bytes(py)?;
+    }
     let out = PyDict::new(py);
     out.set_item("enabled", reg.enabled)?;
     out.set_item("max_sessions", reg.max_sessions)?;
     out.set_item("sessions", reg.sessions.len())?;
     out.set_item("events", events)?;
     out.set_item("bytes", bytes)?;
+    out.set_item(
+        "summaries",
+        reg.sessions
+            .values()
+            .map(|t| t.summaries.len())
+            .sum::<usize>(),
+    )?;
+    out.set_item("summary_bytes", summary_bytes)?;
     let c = reg.counters;
     out.set_item("by_identity", c.by_identity)?;
     out.set_item("by_id", c.by_id)?;
@@ -555,5 +722,7 @@ pub fn index_stats(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     out.set_item("transient", c.transient)?;
     out.set_item("fallbacks", c.fallbacks)?;
     out.set_item("evictions", c.evictions)?;
+    out.set_item("summaries_reused", c.summaries_reused)?;
+    out.set_item("summaries_built", c.summaries_built)?;
     Ok(out)
 }

@@ -1,0 +1,255 @@
+"""The per-session index: how it recognises events, what it never trusts,
+eviction, memory, threads, and summary reuse.
+
+Results are always compared with google-adk's own functions on the same
+input; the counters of `index_stats()` show which path answered.
+"""
+
+from __future__ import annotations
+
+import copy
+import gc
+import threading
+import weakref
+from collections.abc import Iterator
+from typing import Any
+
+import adk_fastcompact as fc
+import pytest
+from adk_fastcompact import _native, _sessions
+from compare import ORIG_APPLY_REWINDS, ORIG_PROCESS, ORIG_RECOVER, assert_same_events, call
+from google.adk.events.event import Event
+from google.adk.events.event_actions import EventActions, EventCompaction
+from google.adk.platform import uuid as platform_uuid
+from google.genai import types
+from strategies import random_session
+
+
+@pytest.fixture(autouse=True)
+def _fresh_index() -> Iterator[None]:
+    _native.index_configure(enabled=True, max_sessions=64)
+    _native.index_clear()
+    yield
+    _native.index_configure(enabled=True, max_sessions=64)
+    _native.index_clear()
+
+
+def delta(before: dict[str, Any], key: str) -> int:
+    return int(_native.index_stats()[key]) - int(before[key])
+
+
+def filtered(events: list[Event], agent: str = "root") -> list[Event]:
+    """process-then-recover, as `_get_contents` chains them."""
+    return fc.recover_compacted_function_calls(fc.process_compaction_events(events, agent), events)
+
+
+def reference(events: list[Event], agent: str = "root") -> list[Event]:
+    return ORIG_RECOVER(ORIG_PROCESS(events, agent), events)
+
+
+def assert_same_filtering(events: list[Event]) -> None:
+    ours, orig = call(filtered, events), call(reference, events)
+    assert ours.error is None and orig.error is None
+    assert_same_events(ours.value, orig.value, [events])
+
+
+def session(seed: int = 3, n: int = 300) -> list[Event]:
+    """A realistic session with ids of its own (uuid4)."""
+    events = _sessions.build_session(n, seed)
+    assert len(events) > 20
+    return events
+
+
+def test_the_same_objects_are_recognised_without_reading() -> None:
+    events = session()
+    fc.apply_rewinds(events)
+    before = _native.index_stats()
+    assert fc.apply_rewinds(events) == ORIG_APPLY_REWINDS(events)
+    assert delta(before, "by_identity") == len(events)
+    assert delta(before, "by_id") == delta(before, "read") == 0
+
+
+def test_copies_are_matched_by_id_and_read_again() -> None:
+    events = session()
+    fc.apply_rewinds(events)
+    copied = copy.deepcopy(events)
+    before = _native.index_stats()
+    out = fc.apply_rewinds(copied)
+    assert [e.id for e in out] == [e.id for e in ORIG_APPLY_REWINDS(copied)]
+    assert all(any(o is c for c in copied) for o in out)
+    assert delta(before, "by_id") == len({e.id for e in events})
+    assert delta(before, "read") == delta(before, "changed") == 0
+
+
+def _compaction_event(events: list[Event], start: float, end: float) -> Event:
+    return Event(
+        id="compaction",
+        invocation_id="c",
+        author="user",
+        timestamp=events[-1].timestamp + 1,
+        actions=EventActions(
+            compaction=EventCompaction(
+                start_timestamp=start,
+                end_timestamp=end,
+                compacted_content=types.Content(role="model", parts=[types.Part(text="s")]),
+            )
+        ),
+    )
+
+
+def test_a_changed_event_under_a_known_id_is_never_mistaken() -> None:
+    events = session()
+    first, last = events[0].timestamp, events[len(events) // 2].timestamp
+    events = [*events, _compaction_event(events, first, last)]
+    assert_same_filtering(events)
+    # Same ids and top-level fields, other compaction bounds: a new object
+    # that must be read, not matched.
+    edited = copy.deepcopy(events)
+    edited[-1].actions.compaction.end_timestamp = events[3].timestamp
+    before = _native.index_stats()
+    assert_same_filtering(edited)
+    assert delta(before, "changed") >= 1
+    assert fc.process_compaction_events(edited) != fc.process_compaction_events(events)
+
+
+def test_two_objects_of_one_id_in_one_call_keep_their_own_views() -> None:
+    events = session()
+    twin = copy.deepcopy(events[5])
+    twin.timestamp = events[-1].timestamp + 10
+    mixed = [*events, twin]
+    before = _native.index_stats()
+    assert_same_filtering(mixed)
+    assert delta(before, "transient") >= 1
+
+
+def test_ids_reused_across_sessions_with_other_content() -> None:
+    # Generated sessions reuse ids ("e0", "e1", ...) with other content,
+    # as a test suite with a deterministic id provider would.
+    for seed in range(40):
+        assert_same_filtering(random_session(seed, max_events=80).events)
+
+
+def test_an_in_place_edit_needs_index_clear() -> None:
+    events = session()
+    events.append(_compaction_event(events, events[0].timestamp, events[10].timestamp))
+    assert_same_filtering(events)
+    events[-1].actions.compaction.end_timestamp = events[20].timestamp
+    _native.index_clear()
+    assert_same_filtering(events)
+
+
+def test_the_index_does_not_keep_events_alive() -> None:
+    events = session()
+    fc.apply_rewinds(events)
+    probe = weakref.ref(events[1])
+    del events
+    gc.collect()
+    assert probe() is None
+
+
+def test_least_recently_used_sessions_are_evicted() -> None:
+    _native.index_configure(max_sessions=2)
+    lists = [session(seed) for seed in (3, 4, 5)]
+    before = _native.index_stats()
+    for events in lists:
+        fc.apply_rewinds(events)
+    stats = _native.index_stats()
+    assert stats["sessions"] == 2
+    assert delta(before, "evictions") == 1
+    # The first one is gone: it is read again.
+    before = _native.index_stats()
+    fc.apply_rewinds(lists[0])
+    assert delta(before, "read") == len({e.id for e in lists[0]})
+
+
+def test_uninstall_drops_the_indexes_and_disabling_bypasses_them() -> None:
+    fc.install()
+    fc.apply_rewinds(session())
+    assert _native.index_stats()["sessions"] == 1
+    fc.uninstall()
+    assert _native.index_stats()["sessions"] == 0
+    _native.index_configure(enabled=False)
+    events = session()
+    assert fc.apply_rewinds(events) == ORIG_APPLY_REWINDS(events)
+    assert _native.index_stats()["sessions"] == 0
+
+
+def test_memory_per_indexed_event_is_reported_and_bounded() -> None:
+    events = _sessions.build_session(5_000)
+    for _ in range(2):
+        filtered(events)
+        fc.apply_rewinds(events)
+        fc.get_compaction_ranges(events)
+    stats = _native.index_stats()
+    assert stats["events"] == len(events)
+    per_event = stats["bytes"] / stats["events"]
+    assert 64 < per_event < 300, per_event
+    # The cached summaries are counted apart: whole Events, one per
+    # surviving compaction.
+    assert stats["summaries"] > 0
+    assert stats["summary_bytes"] > 1000 * stats["summaries"]
+
+
+def shape(out: list[Event], events: list[Event]) -> list[tuple[str | None, float]]:
+    """Input events by id, summaries (new objects, random ids) by timestamp."""
+    inputs = {id(e) for e in events}
+    return [(e.id if id(e) in inputs else None, e.timestamp) for e in out]
+
+
+def test_concurrent_calls_give_the_serial_results() -> None:
+    sessions = [session(seed) for seed in (3, 4, 5, 6)]
+    sessions += [random_session(seed, max_events=200).events for seed in (1, 2)]
+    errors: list[BaseException] = []
+
+    def work(k: int) -> None:
+        try:
+            for round_ in range(30):
+                events = sessions[(k + round_) % len(sessions)]
+                if round_ % 3 == 0:
+                    events = copy.deepcopy(events)
+                assert shape(filtered(events), events) == shape(reference(events), events)
+                assert fc.apply_rewinds(events) == ORIG_APPLY_REWINDS(events)
+        except BaseException as error:  # reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+
+
+def test_summaries_are_reused_while_unchanged() -> None:
+    events = _sessions.build_session(400)
+    first = fc.process_compaction_events(events, "root")
+    before = _native.index_stats()
+    second = fc.process_compaction_events(events, "root")
+    new = [e for e in second if not any(e is x for x in events)]
+    assert new and all(any(e is f for f in first) for e in new)
+    assert delta(before, "summaries_reused") == len(new)
+    # Another author, or a summary someone changed, gets a new summary.
+    assert not any(e is f for e in fc.process_compaction_events(events, "other") for f in new)
+    new[0].author = "someone"
+    third = fc.process_compaction_events(events, "root")
+    assert not any(e is new[0] for e in third)
+    # New copies of the compaction events get new summaries.
+    copied = copy.deepcopy(events)
+    fourth = fc.process_compaction_events(copied, "root")
+    assert not any(e is f for e in fourth for f in second)
+
+
+def test_summaries_are_built_anew_under_a_custom_id_provider() -> None:
+    events = _sessions.build_session(400)
+    counter = iter(range(10**6))
+    token = platform_uuid._id_provider_context_var.set(lambda: f"id-{next(counter)}")
+    try:
+        first = fc.process_compaction_events(events, "root")
+        second = fc.process_compaction_events(events, "root")
+    finally:
+        platform_uuid._id_provider_context_var.reset(token)
+    new1 = [e for e in first if not any(e is x for x in events)]
+    new2 = [e for e in second if not any(e is x for x in events)]
+    assert new1 and len(new1) == len(new2)
+    assert not any(a is b for a in new1 for b in new2)
+    assert [e.id for e in new2] == [f"id-{len(new1) + k}" for k in range(len(new2))]
