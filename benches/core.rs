@@ -2,10 +2,15 @@
 //! naive baseline (what a direct transcription without indexing costs).
 
 use adk_fastcompact::core::{
-    filter::process_compaction_events, ranges::compaction_ranges, rewind::apply_rewinds,
+    filter::process_compaction_events,
+    index::{group, id_key, EventIndex},
+    ranges::compaction_ranges,
+    rewind::apply_rewinds,
+    window::{sliding_window_candidates, SlidingWindow},
     CompactionView, EventView,
 };
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion};
+use std::collections::HashMap;
 
 /// A session of `n` events: invocations of 8 events, a sliding-window
 /// compaction every 3 invocations overlapping the previous one by one
@@ -70,6 +75,81 @@ fn naive_filter(events: &[EventView]) -> usize {
         .count()
 }
 
+/// Baseline: google-adk's window as a transcription would compute it: the
+/// last compaction's end by a scan, then every later event's invocation
+/// collected and deduplicated by linear search.
+fn naive_window(events: &[EventView], cfg: SlidingWindow) -> usize {
+    let end = events
+        .iter()
+        .filter_map(|e| e.compaction.and_then(|c| c.end))
+        .fold(0.0, f64::max);
+    let mut invocations: Vec<u32> = Vec::new();
+    for e in events
+        .iter()
+        .filter(|e| e.timestamp > end && e.compaction.is_none())
+    {
+        if let Some(inv) = e.invocation {
+            if !invocations.contains(&inv) {
+                invocations.push(inv);
+            }
+        }
+    }
+    if invocations.len() < cfg.interval {
+        return 0;
+    }
+    events.iter().filter(|e| e.timestamp > end).count()
+}
+
+/// An index holding `events` under ids `e{i}`, bound to addresses `i + 1`.
+fn index_of(events: &[EventView]) -> EventIndex {
+    let mut index = EventIndex::default();
+    for (i, v) in events.iter().enumerate() {
+        index
+            .insert(id_key(&format!("e{i}")), i + 1, v, u16::MAX, &[])
+            .unwrap();
+    }
+    index
+}
+
+fn bench_index(c: &mut Criterion) {
+    let mut group = c.benchmark_group("index");
+    let groups = group::TIMESTAMP | group::COMPACTION | group::INVOCATION | group::REWIND;
+    for n in [1_000usize, 10_000, 50_000] {
+        let events = session(n);
+        let index = index_of(&events);
+        let ids: Vec<String> = (0..n).map(|i| format!("e{i}")).collect();
+        // A warm call's gather: every item found by address, its view expanded.
+        group.bench_with_input(BenchmarkId::new("gather_by_address", n), &index, |b, ix| {
+            b.iter(|| {
+                (1..=n)
+                    .map(|addr| {
+                        let slot = ix.slot_of_ptr(black_box(addr)).unwrap();
+                        ix.view_of_groups(slot, addr as u64, groups).timestamp
+                    })
+                    .sum::<f64>()
+            })
+        });
+        // Baseline: copying already-extracted views (what a per-call cache
+        // keyed by the whole list would cost at best).
+        group.bench_with_input(BenchmarkId::new("naive_copy_views", n), &events, |b, ev| {
+            b.iter(|| black_box(ev.to_vec()).len())
+        });
+        // A cold call's lookup: every id hashed and found.
+        group.bench_with_input(BenchmarkId::new("lookup_by_id", n), &ids, |b, ids| {
+            b.iter(|| {
+                ids.iter()
+                    .filter_map(|id| index.slot_of_id(id_key(id)))
+                    .count()
+            })
+        });
+        let naive: HashMap<String, u32> = ids.iter().cloned().zip(0..).collect();
+        group.bench_with_input(BenchmarkId::new("naive_lookup_by_id", n), &ids, |b, ids| {
+            b.iter(|| ids.iter().filter_map(|id| naive.get(id)).count())
+        });
+    }
+    group.finish();
+}
+
 fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("core");
     for n in [1_000usize, 10_000, 50_000] {
@@ -90,9 +170,22 @@ fn bench(c: &mut Criterion) {
             &events,
             |b, ev| b.iter(|| compaction_ranges(black_box(ev)).len()),
         );
+        let cfg = SlidingWindow {
+            interval: 3,
+            overlap: 1,
+        };
+        group.bench_with_input(BenchmarkId::new("sliding_window", n), &events, |b, ev| {
+            b.iter(|| {
+                let live = apply_rewinds(black_box(ev));
+                sliding_window_candidates(ev, &live, cfg).len()
+            })
+        });
+        group.bench_with_input(BenchmarkId::new("naive_window", n), &events, |b, ev| {
+            b.iter(|| naive_window(black_box(ev), cfg))
+        });
     }
     group.finish();
 }
 
-criterion_group!(benches, bench);
+criterion_group!(benches, bench, bench_index);
 criterion_main!(benches);

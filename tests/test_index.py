@@ -253,3 +253,47 @@ def test_summaries_are_built_anew_under_a_custom_id_provider() -> None:
     assert new1 and len(new1) == len(new2)
     assert not any(a is b for a in new1 for b in new2)
     assert [e.id for e in new2] == [f"id-{len(new1) + k}" for k in range(len(new2))]
+
+
+def test_session_copies_inherit_what_the_index_knows() -> None:
+    from google.adk.sessions.session import Session
+
+    events = session()
+    stored = Session(id="s", app_name="a", user_id="u", events=events)
+    google_adks_own = Session.__dict__.get("__deepcopy__")
+    fc.install()
+    try:
+        assert_same_filtering(stored.events)
+        before = _native.index_stats()
+        copied = copy.deepcopy(stored)  # what InMemorySessionService.get_session does
+        assert delta(before, "copied") == len(events)
+        before = _native.index_stats()
+        assert_same_filtering(copied.events)
+        # Every event recognised as a copy: none read again.
+        assert delta(before, "by_id") == delta(before, "read") == 0
+        # The stored originals stay recognised too.
+        before = _native.index_stats()
+        fc.apply_rewinds(stored.events)
+        assert delta(before, "by_identity") == len(events)
+    finally:
+        fc.uninstall()
+    assert Session.__dict__.get("__deepcopy__") is google_adks_own
+
+
+def test_a_copy_edited_after_copying_is_trusted_like_any_object() -> None:
+    # An in-place edit of a copy is an in-place edit: index_clear() is the
+    # documented remedy, and with it the result is google-adk's again.
+    from google.adk.sessions.session import Session
+
+    events = session()
+    events.append(_compaction_event(events, events[0].timestamp, events[10].timestamp))
+    stored = Session(id="s", app_name="a", user_id="u", events=events)
+    fc.install()
+    try:
+        assert_same_filtering(stored.events)
+        copied = copy.deepcopy(stored)
+        copied.events[-1].actions.compaction.end_timestamp = events[20].timestamp
+        _native.index_clear()
+        assert_same_filtering(copied.events)
+    finally:
+        fc.uninstall()

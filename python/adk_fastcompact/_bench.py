@@ -62,6 +62,7 @@ import copy
 import gc
 import statistics
 import time
+import tracemalloc
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple, TypedDict
 
@@ -159,6 +160,28 @@ def _row(op: str, regime: str, events: int, python_ms: float, rust_ms: float) ->
         rust_ms=rust_ms,
         ratio=_ratio(python_ms, rust_ms),
     )
+
+
+class MemoryRow(TypedDict):
+    """Memory of one size: the peak Python-heap growth during one cold
+    process+recover call of each side (traced with `tracemalloc`; ours
+    allocates its Rust working memory outside that heap, so it is added
+    from the index's own count), and the index's bytes per stored event
+    after every timed call of the size."""
+
+    op: str  # "memory"
+    events: int
+    python_peak_kib: float
+    rust_peak_kib: float
+    index_bytes_per_event: float
+    summary_bytes_per_event: float
+
+
+class Report(NamedTuple):
+    """What `run_bench` measured."""
+
+    rows: list[Row]
+    memory: list[MemoryRow]
 
 
 class TurnRow(Row):
@@ -580,6 +603,44 @@ def _median_ms(
     return statistics.median(samples[0]), statistics.median(samples[1])
 
 
+def _peak_kib(call: Callable[[], object]) -> float:
+    """KiB the traced heap grew to at most during `call` (its result freed)."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        with no_gc():
+            result = call()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    del result
+    return peak / 1024
+
+
+def _memory_row(events: list[Event], python: Implementation, rust: Implementation) -> MemoryRow:
+    """`MemoryRow` of `events` (the index holds what the timed calls left)."""
+    before = _native.index_stats()
+    python_call = _function("process+recover", python)
+    rust_call = _function("process+recover", rust)
+    _set_installed(False)
+    python_kib = _peak_kib(lambda: python_call(_fresh(events)))
+    fresh = _fresh(events)
+    index_growth = int(before["bytes"])
+    rust_kib = _peak_kib(lambda: rust_call(fresh))
+    stats = _native.index_stats()
+    # Index growth during the call is Rust memory tracemalloc cannot see.
+    rust_kib += max(0, int(stats["bytes"]) - index_growth) / 1024
+    stored = max(1, int(stats["events"]))
+    return MemoryRow(
+        op="memory",
+        events=len(events),
+        python_peak_kib=python_kib,
+        rust_peak_kib=rust_kib,
+        index_bytes_per_event=int(stats["bytes"]) / stored,
+        summary_bytes_per_event=int(stats["summary_bytes"]) / stored,
+    )
+
+
 def _turn_rows(
     checkpoints: Sequence[int], seed: int, step: Callable[[str | None], None]
 ) -> list[Row]:
@@ -685,7 +746,7 @@ def run_bench(
     regimes: Iterable[str] = REGIMES,
     ops: Iterable[str] = ALL_OPS,
     turns: Iterable[int] = DEFAULT_TURNS,
-) -> list[Row]:
+) -> Report:
     """Times the selected operations and regimes, Python against Rust.
 
     Args:
@@ -705,8 +766,10 @@ def run_bench(
             ``max(turns)`` turns per side.
 
     Returns:
-        One row per size, regime and operation (cold and warm, in that
-        nesting order), then one `TurnRow` per checkpoint.
+        `Report.rows`: one row per size, regime and operation (cold and
+        warm, in that nesting order), then one `TurnRow` per checkpoint;
+        `Report.memory`: one `MemoryRow` per size that ran the filtering
+        operations.
 
     Raises:
         ValueError: On a bad size, repeat, regime, operation or checkpoint,
@@ -750,6 +813,8 @@ def run_bench(
     if python is None:
         python = python_implementation()
     rows: list[Row] = []
+    memory: list[MemoryRow] = []
+    _native.index_clear()
     loop = asyncio.new_event_loop()
     try:
         agent = LlmAgent(name=AGENT_NAME, model=ScriptedLlm())
@@ -772,6 +837,7 @@ def run_bench(
                         sides = (_prepare_filter(op, python), _prepare_filter(op, rust))
                         python_ms, rust_ms = _median_ms(regime, events, sides, size_repeat, step)
                         rows.append(_row(op, regime, size, python_ms, rust_ms))
+                memory.append(_memory_row(events, python, rust))
                 del events
             if compaction_ops:
                 step(f"{size:,} events: building the session with a due compaction")
@@ -809,4 +875,4 @@ def run_bench(
     finally:
         loop.close()
         _set_installed(was_installed)
-    return rows
+    return Report(rows, memory)

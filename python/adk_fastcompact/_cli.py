@@ -29,7 +29,7 @@ from rich.progress import (
 from rich.table import Table
 
 if TYPE_CHECKING:
-    from ._bench import Row
+    from ._bench import MemoryRow, Row
 
 PROG = "python -m adk_fastcompact"
 
@@ -133,7 +133,18 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "--json",
         action="store_true",
-        help='print {"rows": [...]} to stdout instead of a table',
+        help='print {"rows": [...], "memory": [...]} to stdout instead of tables',
+    )
+    bench.add_argument(
+        "--plot",
+        type=Path,
+        default=None,
+        metavar="FILE.png",
+        help=(
+            "also draw time per call against session size (log-log, both "
+            "implementations) and per-turn overhead against turn number "
+            "(needs matplotlib: pip install 'adk-fastcompact[plot]')"
+        ),
     )
     return parser
 
@@ -217,6 +228,35 @@ def _table(rows: Sequence[Row]) -> Table:
     return table
 
 
+def _memory_table(rows: Sequence[MemoryRow]) -> Table:
+    table = Table(
+        title="memory",
+        caption=(
+            "peak heap growth during one cold process+recover call (Rust: "
+            "Python objects it allocates plus index growth); the index's "
+            "bytes per stored event after the size's timed calls, and of the "
+            "summary Events it keeps for reuse"
+        ),
+    )
+    for name in (
+        "events",
+        "python peak KiB",
+        "rust peak KiB",
+        "index B/event",
+        "summaries B/event",
+    ):
+        table.add_column(name, justify="right")
+    for row in rows:
+        table.add_row(
+            f"{row['events']:,}",
+            f"{row['python_peak_kib']:,.0f}",
+            f"{row['rust_peak_kib']:,.0f}",
+            f"{row['index_bytes_per_event']:,.0f}",
+            f"{row['summary_bytes_per_event']:,.0f}",
+        )
+    return table
+
+
 def _bench(args: argparse.Namespace) -> int:
     from ._bench import BenchmarkMismatchError, run_bench, select
 
@@ -226,6 +266,14 @@ def _bench(args: argparse.Namespace) -> int:
     except ValueError as error:
         stderr.print(f"[bold red]error:[/] {error}")
         return 2
+    if args.plot is not None:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            stderr.print(
+                "[bold red]error:[/] --plot needs matplotlib: pip install 'adk-fastcompact[plot]'"
+            )
+            return 2
     columns = (
         TextColumn("{task.description}"),
         BarColumn(),
@@ -239,7 +287,7 @@ def _bench(args: argparse.Namespace) -> int:
             def progress(completed: int, total: int, description: str) -> None:
                 bar.update(task, completed=completed, total=total, description=description)
 
-            rows = run_bench(
+            report = run_bench(
                 args.sizes,
                 repeat=args.repeat,
                 progress=progress,
@@ -251,15 +299,22 @@ def _bench(args: argparse.Namespace) -> int:
     except BenchmarkMismatchError as error:
         stderr.print(f"[bold red]benchmark aborted:[/] {error}")
         return 1
+    if args.plot is not None:
+        from ._plot import plot
+
+        plot(report, args.plot)
+        stderr.print(f"plot written to {args.plot}")
     if args.json:
-        json.dump({"rows": rows}, sys.stdout)
+        json.dump({"rows": report.rows, "memory": report.memory}, sys.stdout)
         sys.stdout.write("\n")
         return 0
     stdout = Console()
     if not stdout.is_terminal:
         # A file or a pipe has no width; rich's 80 columns would cut the names.
         stdout = Console(width=max(stdout.width, 120))
-    stdout.print(_table(rows))
+    stdout.print(_table(report.rows))
+    if report.memory:
+        stdout.print(_memory_table(report.memory))
     stdout.print(machine_line(), style="dim")
     return 0
 

@@ -20,6 +20,7 @@ __all__ = [
     "get_compaction_ranges",
     "index_clear",
     "index_configure",
+    "index_copied",
     "index_stats",
     "process_compaction_events",
     "prompt_chars_delta",
@@ -46,6 +47,18 @@ def index_clear() -> None:
 
     Call it after editing a stored Event in place: an object the index has
     read is trusted to keep what it showed while it lives.
+    """
+
+def index_copied(old: object, new: object) -> None:
+    """Binds the deep copies in `new` to the index slots of the events in `old`.
+
+    Called by the patched `Session.__deepcopy__` after copying a session's
+    events: a deep copy equals its source when made, so it inherits what the
+    index knows of the source instead of being read again.
+
+    Args:
+      old: The events copied from (a list of Events).
+      new: Their copies, in the same order.
     """
 
 def index_configure(*, enabled: bool | None = None, max_sessions: int | None = None) -> None:

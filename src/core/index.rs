@@ -110,6 +110,10 @@ pub struct EventIndex {
     committed: usize,
     /// Events by the hash of their `id` (see [`id_key`]).
     by_id: FastMap<u64, Slot>,
+    /// Per slot, the address of a second object bound to it (a deep copy
+    /// of the first, equal to it when made); 0 for none. Empty until the
+    /// first one.
+    alias: Vec<usize>,
     by_ptr: FastMap<usize, Slot>,
 }
 
@@ -137,6 +141,31 @@ impl EventIndex {
         self.stored[slot as usize].ptr
     }
 
+    /// The address of the second object bound to `slot` (0 for none).
+    #[inline]
+    pub fn alias(&self, slot: Slot) -> usize {
+        self.alias.get(slot as usize).copied().unwrap_or(0)
+    }
+
+    /// Binds a second object to `slot`: a deep copy of the object bound
+    /// to it, made just now (so equal to it in every field). Replaces the
+    /// previous second object.
+    pub fn bind_alias(&mut self, slot: Slot, ptr: usize) {
+        if self.alias.len() <= slot as usize {
+            if ptr == 0 {
+                return;
+            }
+            self.alias.resize(self.stored.len(), 0);
+        }
+        let old = std::mem::replace(&mut self.alias[slot as usize], ptr);
+        if old != 0 && self.by_ptr.get(&old) == Some(&slot) {
+            self.by_ptr.remove(&old);
+        }
+        if ptr != 0 {
+            self.by_ptr.insert(ptr, slot);
+        }
+    }
+
     /// The [`group`]s confirmed on the object `slot` is bound to.
     #[inline]
     pub fn verified(&self, slot: Slot) -> u16 {
@@ -149,8 +178,10 @@ impl EventIndex {
         self.by_id.get(&key).copied()
     }
 
-    /// Binds `slot` to the object at `ptr`: nothing is confirmed on it yet.
+    /// Binds `slot` to the object at `ptr` alone: nothing is confirmed on
+    /// it yet, and a second object bound before is unbound.
     pub fn rebind(&mut self, slot: Slot, ptr: usize) {
+        self.bind_alias(slot, 0);
         let stored = &mut self.stored[slot as usize];
         let old = std::mem::replace(&mut stored.ptr, ptr);
         stored.verified = 0;
@@ -179,6 +210,9 @@ impl EventIndex {
         let stored = self.compact(view, scratch)?;
         self.committed = self.arena.len();
         self.stored.push(stored);
+        if !self.alias.is_empty() {
+            self.alias.push(0);
+        }
         self.by_id.insert(key, slot);
         self.rebind(slot, ptr);
         self.stored[slot as usize].verified = groups;
@@ -341,6 +375,23 @@ impl EventIndex {
         self.arena = arena;
     }
 
+    /// Makes room for `additional` more events. Tables grow by a quarter
+    /// (or what is asked) rather than doubling: a session's index lives
+    /// long and grows slowly, so spare capacity is memory held for nothing.
+    pub fn reserve(&mut self, additional: usize) {
+        fn grow<T>(v: &mut Vec<T>, additional: usize) {
+            if v.capacity() - v.len() < additional {
+                v.reserve_exact(additional.max(v.len() / 4));
+            }
+        }
+        grow(&mut self.stored, additional);
+        if !self.alias.is_empty() {
+            grow(&mut self.alias, additional);
+        }
+        // About two ids per event (a call and its response), on average.
+        grow(&mut self.arena, 2 * additional);
+    }
+
     /// The id arena of expanded views.
     pub fn arena(&self) -> &[Sym] {
         &self.arena
@@ -468,6 +519,7 @@ impl EventIndex {
             + self.stored.capacity() * std::mem::size_of::<Stored>()
             + self.compactions.capacity() * std::mem::size_of::<CompactionView>()
             + self.arena.capacity() * std::mem::size_of::<Sym>()
+            + self.alias.capacity() * std::mem::size_of::<usize>()
             + map_bytes(&self.by_id)
             + map_bytes(&self.by_ptr)
     }
@@ -584,6 +636,23 @@ mod tests {
         assert_eq!(index.slot_of_ptr(0x20), Some(slot));
         assert_eq!(index.ptr(slot), 0x20);
         assert_eq!(index.verified(slot), 0);
+    }
+
+    #[test]
+    fn a_second_object_is_found_until_the_slot_is_rebound() {
+        let mut index = EventIndex::default();
+        let slot = index
+            .insert(id_key("a"), 0x10, &EventView::at(1.0), ALL, &[])
+            .unwrap();
+        index.bind_alias(slot, 0x20);
+        assert_eq!(index.slot_of_ptr(0x20), Some(slot));
+        assert_eq!(index.slot_of_ptr(0x10), Some(slot));
+        assert_eq!(index.verified(slot), ALL);
+        index.bind_alias(slot, 0x30);
+        assert_eq!(index.slot_of_ptr(0x20), None);
+        index.rebind(slot, 0x40);
+        assert_eq!(index.slot_of_ptr(0x30), None);
+        assert_eq!(index.alias(slot), 0);
     }
 
     #[test]

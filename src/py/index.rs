@@ -47,8 +47,16 @@ use std::sync::Mutex;
 struct Tracked {
     core: EventIndex,
     interner: Interner,
-    /// Weak reference to the object each slot was last seen as.
-    weak: Vec<Option<Py<PyAny>>>,
+    /// The object each slot is bound to: a weak reference to it (it must
+    /// not keep a session's objects alive), or, where `strong` says so, the
+    /// object itself (once it was the source of a deep copy: the stored
+    /// original a session service copies for every invocation, which lives
+    /// as long as the session anyway).
+    primary: Vec<Option<Py<PyAny>>>,
+    strong: Vec<bool>,
+    /// Weak reference to each slot's second object (a deep copy of the
+    /// first, bound by [`index_copied`]); empty until the first copy.
+    alias: Vec<Option<Py<PyAny>>>,
     /// Summary Events built for compaction events, by slot.
     summaries: FastMap<Slot, Summary>,
     last_used: u64,
@@ -122,7 +130,9 @@ impl Tracked {
         Tracked {
             core: EventIndex::default(),
             interner: Interner::default(),
-            weak: Vec::new(),
+            primary: Vec::new(),
+            strong: Vec::new(),
+            alias: Vec::new(),
             summaries: FastMap::default(),
             last_used: 0,
         }
@@ -132,11 +142,63 @@ impl Tracked {
     /// reference objects.
     fn memory_bytes(&self) -> usize {
         // A weak reference object is 64 bytes in CPython (pymalloc class 64).
-        let weak = self.weak.iter().filter(|w| w.is_some()).count() * 64;
+        let weak = self
+            .primary
+            .iter()
+            .zip(&self.strong)
+            .filter(|(p, &strong)| p.is_some() && !strong)
+            .count()
+            + self.alias.iter().filter(|w| w.is_some()).count();
         self.core.memory_bytes()
             + self.interner.memory_bytes()
-            + self.weak.capacity() * std::mem::size_of::<Option<Py<PyAny>>>()
-            + weak
+            + self.primary.capacity() * std::mem::size_of::<Option<Py<PyAny>>>()
+            + self.strong.capacity()
+            + self.alias.capacity() * std::mem::size_of::<Option<Py<PyAny>>>()
+            + weak * 64
+    }
+
+    /// Makes room for `additional` more events (see `EventIndex::reserve`).
+    fn reserve(&mut self, additional: usize) {
+        self.core.reserve(additional);
+        let len = self.primary.len();
+        if self.primary.capacity() - len < additional {
+            self.primary.reserve_exact(additional.max(len / 4));
+            self.strong.reserve_exact(additional.max(len / 4));
+        }
+    }
+
+    /// Whether `ptr` is an object bound to `slot` (and alive: a live weak
+    /// reference to that address, or our own strong one).
+    #[inline]
+    fn bound(&self, slot: Slot, ptr: *mut ffi::PyObject) -> bool {
+        let addr = ptr as usize;
+        let s = slot as usize;
+        (self.core.ptr(slot) == addr
+            && match &self.primary[s] {
+                Some(o) if self.strong[s] => o.as_ptr() == ptr,
+                Some(w) => points_at(w, ptr),
+                None => false,
+            })
+            || (self.core.alias(slot) == addr
+                && self
+                    .alias
+                    .get(s)
+                    .and_then(Option::as_ref)
+                    .is_some_and(|w| points_at(w, ptr)))
+    }
+
+    /// The slot the object at `ptr` is bound to, trying `next` first.
+    #[inline]
+    fn slot_of_object(&self, ptr: *mut ffi::PyObject, next: usize) -> Option<Slot> {
+        let addr = ptr as usize;
+        let slot = if next < self.core.len()
+            && (self.core.ptr(next as Slot) == addr || self.core.alias(next as Slot) == addr)
+        {
+            Some(next as Slot)
+        } else {
+            self.core.slot_of_ptr(addr)
+        };
+        slot.filter(|&s| self.bound(s, ptr))
     }
 
     /// Bytes held by the summary cache: its table and the cached summary
@@ -175,6 +237,8 @@ struct Counters {
     evictions: u64,
     summaries_reused: u64,
     summaries_built: u64,
+    copied: u64,
+    copy_nanos: u64,
 }
 
 struct Registry {
@@ -200,6 +264,8 @@ static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
         evictions: 0,
         summaries_reused: 0,
         summaries_built: 0,
+        copied: 0,
+        copy_nanos: 0,
     },
 });
 
@@ -361,6 +427,80 @@ fn event_id<'py>(obj: &Bound<'py, PyAny>) -> Extracted<Option<Bound<'py, PyStrin
     Ok(id.and_then(|id| id.cast_into_exact::<PyString>().ok()))
 }
 
+/// Binds the deep copies in `new` to the slots of the objects in `old` they
+/// were copied from, position by position (`Session.__deepcopy__` calls
+/// this after copying a session's events, see `_patch`). A deep copy equals
+/// its source in every field when made, so it inherits what the source
+/// showed without being read; the source stays bound (held strongly from
+/// then on: it is the stored original copied for every invocation).
+/// Sources the index does not know are left alone, and so is anything but
+/// two lists of one length holding exact `Event`s.
+#[pyfunction]
+pub fn index_copied(old: &Bound<'_, PyAny>, new: &Bound<'_, PyAny>) -> PyResult<()> {
+    let start = std::time::Instant::now();
+    let (Ok(old), Ok(new)) = (old.cast_exact::<PyList>(), new.cast_exact::<PyList>()) else {
+        return Ok(());
+    };
+    if old.len() != new.len() {
+        return Ok(());
+    }
+    let key = match session_key(old) {
+        Ok(Some(key)) => key,
+        Ok(None) | Err(Outcome::Decline(_)) => return Ok(()),
+        Err(Outcome::Error(err)) => return Err(err),
+    };
+    let Some(mut t) = checkout_existing(&key) else {
+        return Ok(());
+    };
+    let event_type = super::extract::types(old.py())?
+        .event
+        .bind(old.py())
+        .clone();
+    let mut copied = 0;
+    let mut next = 0;
+    let mut result = Ok(());
+    for (o, n) in old.iter().zip(new.iter()) {
+        if !n.get_type().is(&event_type) {
+            continue;
+        }
+        let Some(s) = t.slot_of_object(o.as_ptr(), next) else {
+            continue;
+        };
+        next = s as usize + 1;
+        let k = s as usize;
+        if t.core.ptr(s) == o.as_ptr() as usize && !t.strong[k] {
+            t.primary[k] = Some(o.clone().unbind());
+            t.strong[k] = true;
+        }
+        if t.alias.len() <= k {
+            t.alias.resize_with(t.core.len(), || None);
+        }
+        match weak_ref(&n) {
+            Ok(w) => t.alias[k] = Some(w),
+            Err(err) => {
+                result = Err(err);
+                break;
+            }
+        }
+        t.core.bind_alias(s, n.as_ptr() as usize);
+        copied += 1;
+    }
+    checkin(key, t);
+    let mut reg = registry();
+    reg.counters.copied += copied;
+    reg.counters.copy_nanos += start.elapsed().as_nanos() as u64;
+    result
+}
+
+/// The session's index, when there is one.
+fn checkout_existing(key: &str) -> Option<Tracked> {
+    let mut reg = registry();
+    if !reg.enabled {
+        return None;
+    }
+    reg.sessions.remove(key)
+}
+
 fn checkout(key: &str) -> Option<Tracked> {
     let mut reg = registry();
     if !reg.enabled {
@@ -415,15 +555,14 @@ impl Counters {
         self.evictions += c.evictions;
         self.summaries_reused += c.summaries_reused;
         self.summaries_built += c.summaries_built;
+        self.copied += c.copied;
+        self.copy_nanos += c.copy_nanos;
     }
 }
 
 /// Whether the live weak reference `weak` points at `ptr`.
 #[inline]
-fn points_at(weak: &Option<Py<PyAny>>, ptr: *mut ffi::PyObject) -> bool {
-    let Some(weak) = weak else {
-        return false;
-    };
+fn points_at(weak: &Py<PyAny>, ptr: *mut ffi::PyObject) -> bool {
     let mut obj = std::ptr::null_mut();
     // SAFETY: `weak` is a weak reference we created; GetRef stores a new
     // reference (or NULL when dead) in `obj`, released right away: only
@@ -517,15 +656,8 @@ fn resolve<'py>(
     // the next slot is tried before the address map.
     let mut next: usize = 0;
     for (i, obj) in objects.iter().enumerate() {
-        let ptr = obj.as_ptr();
-        let addr = ptr as usize;
-        let slot = if next < t.core.len() && t.core.ptr(next as Slot) == addr {
-            Some(next as Slot)
-        } else {
-            t.core.slot_of_ptr(addr)
-        };
-        match slot {
-            Some(s) if points_at(&t.weak[s as usize], ptr) => {
+        match t.slot_of_object(obj.as_ptr(), next) {
+            Some(s) => {
                 slots[i] = s;
                 next = s as usize + 1;
                 counts.by_identity += 1;
@@ -533,7 +665,7 @@ fn resolve<'py>(
                     pending.push((i, Pending::Confirm(s)));
                 }
             }
-            _ => unplaced.push(i),
+            None => unplaced.push(i),
         }
     }
     if !unplaced.is_empty() {
@@ -575,6 +707,13 @@ fn resolve<'py>(
         let views = views_of(&t.core, &objects, &slots, &[], groups);
         return Ok((objects, views, slots, counts));
     }
+    let inserts = pending
+        .iter()
+        .filter(|(_, p)| matches!(p, Pending::Insert(_)))
+        .count();
+    if inserts > 0 {
+        t.reserve(inserts);
+    }
     // Read everything that needs reading in one staged pass.
     let to_read: Vec<Bound<'py, PyAny>> =
         pending.iter().map(|(i, _)| objects[*i].clone()).collect();
@@ -596,7 +735,11 @@ fn resolve<'py>(
             }
             Pending::Rebind(slot) => {
                 t.core.rebind(slot, addr);
-                t.weak[slot as usize] = Some(weak_ref(obj)?);
+                t.primary[slot as usize] = Some(weak_ref(obj)?);
+                t.strong[slot as usize] = false;
+                if let Some(alias) = t.alias.get_mut(slot as usize) {
+                    *alias = None;
+                }
                 if t.core
                     .merge(slot, &view, groups, &scratch)
                     .map_err(storable)?
@@ -617,7 +760,8 @@ fn resolve<'py>(
                     .core
                     .insert(key, addr, &view, groups, &scratch)
                     .map_err(storable)?;
-                t.weak.push(Some(weak_ref(obj)?));
+                t.primary.push(Some(weak_ref(obj)?));
+                t.strong.push(false);
                 slots[i] = slot;
                 counts.read += 1;
             }
@@ -724,5 +868,7 @@ pub fn index_stats(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     out.set_item("evictions", c.evictions)?;
     out.set_item("summaries_reused", c.summaries_reused)?;
     out.set_item("summaries_built", c.summaries_built)?;
+    out.set_item("copied", c.copied)?;
+    out.set_item("copy_seconds", c.copy_nanos as f64 * 1e-9)?;
     Ok(out)
 }

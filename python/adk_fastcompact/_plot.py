@@ -1,0 +1,85 @@
+"""`bench --plot`: the benchmark's report as a figure (matplotlib, optional)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ._bench import Report
+
+_SIZE_OPS = ("process+recover", "sliding_window", "token_threshold")
+_COLORS = {"python": "tab:blue", "rust": "tab:orange"}
+
+
+def plot(report: Report, path: Path) -> None:
+    """Writes `report` to `path`: time per call against session size
+    (log-log, one panel per regime, Python dashed and Rust solid per
+    operation) and per-turn overhead against turn number."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = report.rows
+    regimes = [r for r in ("cold", "warm") if any(row["regime"] == r for row in rows)]
+    turn_rows = [row for row in rows if row["regime"] == "turn"]
+    panels = len(regimes) + bool(turn_rows)
+    if panels == 0:
+        raise ValueError("nothing to plot: the report has no timed rows")
+    figure, axes = plt.subplots(1, panels, figsize=(5.5 * panels, 4.5), squeeze=False)
+    markers = dict(zip(_SIZE_OPS, ("o", "s", "^"), strict=True))
+    for axis, regime in zip(axes[0], regimes, strict=False):
+        for op in _SIZE_OPS:
+            points = sorted(
+                (row["events"], row["python_ms"], row["rust_ms"])
+                for row in rows
+                if row["regime"] == regime and row["op"] == op
+            )
+            if not points:
+                continue
+            sizes = [p[0] for p in points]
+            axis.plot(
+                sizes,
+                [p[1] for p in points],
+                "--",
+                marker=markers[op],
+                color=_COLORS["python"],
+                label=f"{op} (python)",
+            )
+            axis.plot(
+                sizes,
+                [p[2] for p in points],
+                "-",
+                marker=markers[op],
+                color=_COLORS["rust"],
+                label=f"{op} (rust)",
+            )
+        axis.set_xscale("log")
+        axis.set_yscale("log")
+        axis.set_xlabel("events in the session")
+        axis.set_ylabel("ms per call")
+        axis.set_title(f"{regime}: time per call")
+        axis.grid(True, which="both", alpha=0.3)
+        axis.legend(fontsize=7)
+    if turn_rows:
+        axis = axes[0][-1]
+        turns = [row.get("turn", 0) for row in turn_rows]
+        axis.plot(
+            turns,
+            [row["python_ms"] for row in turn_rows],
+            "--o",
+            color=_COLORS["python"],
+            label="python",
+        )
+        axis.plot(
+            turns, [row["rust_ms"] for row in turn_rows], "-o", color=_COLORS["rust"], label="rust"
+        )
+        axis.set_xlabel("turn")
+        axis.set_ylabel("ms per turn in compaction + filtering")
+        axis.set_title("turn: per-turn overhead")
+        axis.grid(True, alpha=0.3)
+        axis.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
