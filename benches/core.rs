@@ -2,6 +2,7 @@
 //! naive baseline (what a direct transcription without indexing costs).
 
 use adk_fastcompact::core::{
+    analysis::analyze_all,
     filter::process_compaction_events,
     index::{group, id_key, EventIndex},
     ranges::compaction_ranges,
@@ -187,5 +188,23 @@ fn bench(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench, bench_index);
+fn bench_analysis(c: &mut Criterion) {
+    let mut group = c.benchmark_group("analyze_sessions");
+    let sessions: Vec<(Vec<EventView>, Vec<u32>)> =
+        (0..64).map(|_| (session(2_000), Vec::new())).collect();
+    let cfg = Some(SlidingWindow {
+        interval: 3,
+        overlap: 1,
+    });
+    // 64 sessions of 2k events: rayon's pool against the serial loop.
+    group.bench_function("parallel_64x2000", |b| {
+        b.iter(|| analyze_all(black_box(&sessions), cfg, true).len())
+    });
+    group.bench_function("serial_64x2000", |b| {
+        b.iter(|| analyze_all(black_box(&sessions), cfg, false).len())
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench, bench_index, bench_analysis);
 criterion_main!(benches);

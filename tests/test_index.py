@@ -53,6 +53,13 @@ def assert_same_filtering(events: list[Event]) -> None:
     assert_same_events(ours.value, orig.value, [events])
 
 
+def bind(events: list[Event]) -> None:
+    """Makes the index bind `events`: objects seen once are read directly;
+    seen again, they are bound."""
+    fc.apply_rewinds(events)
+    fc.apply_rewinds(events)
+
+
 def session(seed: int = 3, n: int = 300) -> list[Event]:
     """A realistic session with ids of its own (uuid4)."""
     events = _sessions.build_session(n, seed)
@@ -60,9 +67,18 @@ def session(seed: int = 3, n: int = 300) -> list[Event]:
     return events
 
 
+def test_objects_seen_once_are_read_directly_and_bound_when_seen_again() -> None:
+    events = session()
+    before = _native.index_stats()
+    fc.apply_rewinds(events)
+    assert delta(before, "direct") == 1 and delta(before, "read") == 0
+    fc.apply_rewinds(events)
+    assert delta(before, "read") == len(events)
+
+
 def test_the_same_objects_are_recognised_without_reading() -> None:
     events = session()
-    fc.apply_rewinds(events)
+    bind(events)
     before = _native.index_stats()
     assert fc.apply_rewinds(events) == ORIG_APPLY_REWINDS(events)
     assert delta(before, "by_identity") == len(events)
@@ -71,8 +87,9 @@ def test_the_same_objects_are_recognised_without_reading() -> None:
 
 def test_copies_are_matched_by_id_and_read_again() -> None:
     events = session()
-    fc.apply_rewinds(events)
+    bind(events)
     copied = copy.deepcopy(events)
+    fc.apply_rewinds(copied)  # seen once: read directly
     before = _native.index_stats()
     out = fc.apply_rewinds(copied)
     assert [e.id for e in out] == [e.id for e in ORIG_APPLY_REWINDS(copied)]
@@ -104,8 +121,10 @@ def test_a_changed_event_under_a_known_id_is_never_mistaken() -> None:
     assert_same_filtering(events)
     # Same ids and top-level fields, other compaction bounds: a new object
     # that must be read, not matched.
+    assert_same_filtering(events)  # now bound
     edited = copy.deepcopy(events)
     edited[-1].actions.compaction.end_timestamp = events[3].timestamp
+    assert_same_filtering(edited)  # seen once: read directly
     before = _native.index_stats()
     assert_same_filtering(edited)
     assert delta(before, "changed") >= 1
@@ -117,6 +136,7 @@ def test_two_objects_of_one_id_in_one_call_keep_their_own_views() -> None:
     twin = copy.deepcopy(events[5])
     twin.timestamp = events[-1].timestamp + 10
     mixed = [*events, twin]
+    assert_same_filtering(mixed)
     before = _native.index_stats()
     assert_same_filtering(mixed)
     assert delta(before, "transient") >= 1
@@ -140,7 +160,7 @@ def test_an_in_place_edit_needs_index_clear() -> None:
 
 def test_the_index_does_not_keep_events_alive() -> None:
     events = session()
-    fc.apply_rewinds(events)
+    bind(events)
     probe = weakref.ref(events[1])
     del events
     gc.collect()
@@ -152,19 +172,19 @@ def test_least_recently_used_sessions_are_evicted() -> None:
     lists = [session(seed) for seed in (3, 4, 5)]
     before = _native.index_stats()
     for events in lists:
-        fc.apply_rewinds(events)
+        bind(events)
     stats = _native.index_stats()
     assert stats["sessions"] == 2
     assert delta(before, "evictions") == 1
     # The first one is gone: it is read again.
     before = _native.index_stats()
-    fc.apply_rewinds(lists[0])
+    bind(lists[0])
     assert delta(before, "read") == len({e.id for e in lists[0]})
 
 
 def test_uninstall_drops_the_indexes_and_disabling_bypasses_them() -> None:
     fc.install()
-    fc.apply_rewinds(session())
+    bind(session())
     assert _native.index_stats()["sessions"] == 1
     fc.uninstall()
     assert _native.index_stats()["sessions"] == 0
@@ -222,6 +242,7 @@ def test_concurrent_calls_give_the_serial_results() -> None:
 
 def test_summaries_are_reused_while_unchanged() -> None:
     events = _sessions.build_session(400)
+    bind(events)
     first = fc.process_compaction_events(events, "root")
     before = _native.index_stats()
     second = fc.process_compaction_events(events, "root")
@@ -235,6 +256,7 @@ def test_summaries_are_reused_while_unchanged() -> None:
     assert not any(e is new[0] for e in third)
     # New copies of the compaction events get new summaries.
     copied = copy.deepcopy(events)
+    fc.process_compaction_events(copied, "root")
     fourth = fc.process_compaction_events(copied, "root")
     assert not any(e is f for e in fourth for f in second)
 

@@ -8,6 +8,7 @@ it replaces.
 
 from __future__ import annotations
 
+from ._analysis import analyze_sessions
 from ._compaction import (
     run_compaction_for_sliding_window,
     run_compaction_for_token_threshold_config,
@@ -35,6 +36,7 @@ __all__ = [
     "UnsupportedAdkVersionError",
     "UnsupportedAdkVersionWarning",
     "__version__",
+    "analyze_sessions",
     "apply_rewinds",
     "get_compaction_ranges",
     "index_clear",

@@ -9,12 +9,14 @@ a list); the wrappers in `adk_fastcompact` then call google-adk's function.
 """
 
 from collections.abc import Callable
+from typing import Any
 
 from google.adk.events.event import Event
 from google.genai.types import Content
 
 __all__ = [
     "__version__",
+    "analyze_sessions",
     "apply_rewinds",
     "decline_counts",
     "get_compaction_ranges",
@@ -30,6 +32,28 @@ __all__ = [
 ]
 
 __version__: str
+
+def analyze_sessions(
+    sessions: list[list[Event]],
+    compaction_interval: int | None = None,
+    overlap_size: int = 0,
+    parallel: bool = True,
+) -> list[dict[str, Any]]:
+    """google-adk's decisions on each session (see `adk_fastcompact.analyze_sessions`).
+
+    Args:
+      sessions: Event lists.
+      compaction_interval: The sliding window's interval, or None for no window.
+      overlap_size: The sliding window's overlap.
+      parallel: Analyse on rayon's pool; serially otherwise.
+
+    Returns:
+      Per session a dict of `live`, `ranges`, `prompt` (or `prompt_declined`)
+      and `window`, or `{"declined": reason}`.
+
+    Raises:
+      ValueError: compaction_interval < 1 or overlap_size < 0.
+    """
 
 def decline_counts(reset: bool = False) -> dict[str, int]:
     """How often the functions below declined on this thread, by reason.

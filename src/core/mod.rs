@@ -2,6 +2,7 @@
 //! binding layer (`crate::py`) extracts an [`EventView`] per event and maps the
 //! indices these functions return back to the caller's objects.
 
+pub mod analysis;
 pub mod error;
 pub mod event;
 pub mod filter;

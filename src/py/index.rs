@@ -59,6 +59,9 @@ struct Tracked {
     alias: Vec<Option<Py<PyAny>>>,
     /// Summary Events built for compaction events, by slot.
     summaries: FastMap<Slot, Summary>,
+    /// Addresses sampled from the last call that read directly (see
+    /// `worth_indexing`); only compared, never dereferenced.
+    last_sample: Vec<usize>,
     last_used: u64,
 }
 
@@ -134,6 +137,7 @@ impl Tracked {
             strong: Vec::new(),
             alias: Vec::new(),
             summaries: FastMap::default(),
+            last_sample: Vec::new(),
             last_used: 0,
         }
     }
@@ -155,6 +159,36 @@ impl Tracked {
             + self.strong.capacity()
             + self.alias.capacity() * std::mem::size_of::<Option<Py<PyAny>>>()
             + weak * 64
+    }
+
+    /// Whether a call on `list` should go through the index: when at least
+    /// half of a sample of its items are objects the index is bound to (the
+    /// several calls of one invocation, a copy the session hook bound), or
+    /// were in the last call's sample (objects seen a second time, say a
+    /// database-backed service's fresh Events on the second call of an
+    /// invocation). Otherwise the call reads directly and remembers its
+    /// sample: objects seen once are cheaper to read than to bind.
+    fn worth_indexing(&mut self, list: &Bound<'_, PyList>) -> bool {
+        let sample = sample(list);
+        let bound = sample
+            .iter()
+            .filter(|&&addr| {
+                self.slot_of_object(addr as *mut ffi::PyObject, usize::MAX)
+                    .is_some()
+            })
+            .count();
+        if 2 * bound >= sample.len() {
+            return true;
+        }
+        let seen = sample
+            .iter()
+            .filter(|a| self.last_sample.contains(a))
+            .count();
+        if 2 * seen >= sample.len() && !sample.is_empty() {
+            return true;
+        }
+        self.last_sample = sample;
+        false
     }
 
     /// Makes room for `additional` more events (see `EventIndex::reserve`).
@@ -239,6 +273,7 @@ struct Counters {
     summaries_built: u64,
     copied: u64,
     copy_nanos: u64,
+    direct: u64,
 }
 
 struct Registry {
@@ -266,6 +301,7 @@ static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
         summaries_built: 0,
         copied: 0,
         copy_nanos: 0,
+        direct: 0,
     },
 });
 
@@ -362,6 +398,14 @@ pub fn load<'py>(events: &Bound<'py, PyAny>, need: Need) -> Extracted<Loaded<'py
     if let Some(key) = session_key(list)? {
         if let Some(tracked) = checkout(&key) {
             let mut tracked = tracked;
+            if !tracked.worth_indexing(list) {
+                // Objects seen neither now nor in the last call: most
+                // likely read once (a copy made for one call); binding
+                // them would cost more than reading them.
+                checkin(key, tracked);
+                registry().counters.direct += 1;
+                return direct(list, need);
+            }
             let mut ex = Extractor::with_interner(py, std::mem::take(&mut tracked.interner))?;
             ex.interner.begin_call();
             match resolve(&mut tracked, &mut ex, list, normalized(need)) {
@@ -394,7 +438,12 @@ pub fn load<'py>(events: &Bound<'py, PyAny>, need: Need) -> Extracted<Loaded<'py
             }
         }
     }
-    let mut ex = Extractor::new(py)?;
+    direct(list, need)
+}
+
+/// Reads `list` without the index.
+fn direct<'py>(list: &Bound<'py, PyList>, need: Need) -> Extracted<Loaded<'py>> {
+    let mut ex = Extractor::new(list.py())?;
     let batch = ex.batch(list, need)?;
     Ok(Loaded {
         objects: batch.objects,
@@ -403,6 +452,19 @@ pub fn load<'py>(events: &Bound<'py, PyAny>, need: Need) -> Extracted<Loaded<'py
         slots: Vec::new(),
         checkout: None,
     })
+}
+
+/// Items sampled to decide whether a call goes through the index.
+const SAMPLES: usize = 16;
+
+/// The addresses at `SAMPLES` evenly spaced positions of `list`.
+fn sample(list: &Bound<'_, PyList>) -> Vec<usize> {
+    let n = list.len();
+    let k = n.min(SAMPLES);
+    (0..k)
+        .filter_map(|j| list.get_item(j * n / k).ok())
+        .map(|obj| obj.as_ptr() as usize)
+        .collect()
 }
 
 /// The `id` of the list's first event, when it is a plain `str` of an
@@ -557,6 +619,7 @@ impl Counters {
         self.summaries_built += c.summaries_built;
         self.copied += c.copied;
         self.copy_nanos += c.copy_nanos;
+        self.direct += c.direct;
     }
 }
 
@@ -869,6 +932,7 @@ pub fn index_stats(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     out.set_item("summaries_reused", c.summaries_reused)?;
     out.set_item("summaries_built", c.summaries_built)?;
     out.set_item("copied", c.copied)?;
+    out.set_item("direct", c.direct)?;
     out.set_item("copy_seconds", c.copy_nanos as f64 * 1e-9)?;
     Ok(out)
 }

@@ -1,6 +1,7 @@
 //! The binding layer: conversion of Python events into core views and of
 //! core results back into the caller's objects. One file per core module.
 
+mod analysis;
 mod error;
 mod extract;
 mod filter;
@@ -16,6 +17,7 @@ use pyo3::prelude::*;
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(error::decline_counts, m)?)?;
+    m.add_function(wrap_pyfunction!(analysis::analyze_sessions, m)?)?;
     m.add_function(wrap_pyfunction!(index::index_clear, m)?)?;
     m.add_function(wrap_pyfunction!(index::index_configure, m)?)?;
     m.add_function(wrap_pyfunction!(index::index_copied, m)?)?;

@@ -1,0 +1,134 @@
+//! Binding of `core::analysis`: many sessions at once.
+
+use super::extract::{Extractor, Need};
+use crate::core::analysis::{self, Analysis};
+use crate::core::filter::Item;
+use crate::core::window::SlidingWindow;
+use crate::core::{guarded, EventView, Sym};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyTuple};
+
+/// Every field any decision reads.
+const ALL: Need = Need {
+    timestamp: true,
+    compaction: true,
+    rewind: true,
+    invocation: true,
+    parts: true,
+    window: true,
+    pairing: true,
+    usage: true,
+};
+
+/// The decisions google-adk would take on each of `sessions` (a list of
+/// event lists), computed in parallel on rayon's pool unless `parallel` is
+/// false. Reading the events needs the interpreter and is serial; the
+/// analyses run with it released. A session that cannot be read exactly
+/// gets `{"declined": reason}` instead of an analysis.
+#[pyfunction]
+#[pyo3(signature = (sessions, compaction_interval = None, overlap_size = 0, parallel = true))]
+pub fn analyze_sessions<'py>(
+    py: Python<'py>,
+    sessions: &Bound<'py, PyList>,
+    compaction_interval: Option<i64>,
+    overlap_size: i64,
+    parallel: bool,
+) -> PyResult<Bound<'py, PyList>> {
+    let cfg = match compaction_interval {
+        None => None,
+        Some(interval) => {
+            let (Ok(interval @ 1..), Ok(overlap)) =
+                (usize::try_from(interval), usize::try_from(overlap_size))
+            else {
+                return Err(PyValueError::new_err(format!(
+                    "compaction_interval must be >= 1 and overlap_size >= 0, \
+                     not {interval} and {overlap_size}"
+                )));
+            };
+            Some(SlidingWindow { interval, overlap })
+        }
+    };
+    let mut read: Vec<Read> = Vec::new();
+    for item in sessions.iter() {
+        read.push(extract(&item)?);
+    }
+    let ok: Vec<(Vec<EventView>, Vec<Sym>)> = read
+        .iter()
+        .filter_map(|r| r.as_ref().ok().cloned())
+        .collect();
+    let results = py
+        .detach(|| guarded(|| Ok(analysis::analyze_all(&ok, cfg, parallel))))
+        .map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(e.to_string()))?;
+    let mut results = results.into_iter();
+    let out = PyList::empty(py);
+    for r in &read {
+        match r {
+            Ok(_) => {
+                let a = results
+                    .next()
+                    .ok_or_else(|| pyo3::exceptions::PyRuntimeError::new_err("lost a result"))?;
+                out.append(to_python(py, &a)?)?;
+            }
+            Err(reason) => {
+                let d = PyDict::new(py);
+                d.set_item("declined", *reason)?;
+                out.append(d)?;
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// One session's views and id arena, or why it cannot be read exactly.
+type Read = Result<(Vec<EventView>, Vec<Sym>), &'static str>;
+
+fn extract(item: &Bound<'_, PyAny>) -> PyResult<Read> {
+    let list = match Extractor::list(item) {
+        Ok(list) => list,
+        Err(super::error::Outcome::Decline(reason)) => return Ok(Err(reason)),
+        Err(super::error::Outcome::Error(err)) => return Err(err),
+    };
+    let mut ex = Extractor::new(item.py())?;
+    match ex.batch(list, ALL) {
+        Ok(batch) => Ok(Ok((batch.views, std::mem::take(&mut ex.ids)))),
+        Err(super::error::Outcome::Decline(reason)) => Ok(Err(reason)),
+        Err(super::error::Outcome::Error(err)) => Err(err),
+    }
+}
+
+fn to_python<'py>(py: Python<'py>, a: &Analysis) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("live", PyList::new(py, &a.live)?)?;
+    let ranges = PyList::empty(py);
+    for r in &a.ranges {
+        ranges.append(PyTuple::new(
+            py,
+            [
+                r.index.into_pyobject(py)?.into_any(),
+                r.start.into_pyobject(py)?.into_any(),
+                r.end.into_pyobject(py)?.into_any(),
+            ],
+        )?)?;
+    }
+    d.set_item("ranges", ranges)?;
+    match &a.prompt {
+        Ok(items) => {
+            let prompt = PyList::empty(py);
+            for item in items {
+                match *item {
+                    Item::Raw(i) => prompt.append(i)?,
+                    Item::Summary(i) => prompt.append(("summary", i))?,
+                }
+            }
+            d.set_item("prompt", prompt)?;
+        }
+        // google-adk's own sort order is undefined there: say so.
+        Err(e) => d.set_item("prompt_declined", e.to_string())?,
+    }
+    match &a.window {
+        Some(w) => d.set_item("window", PyList::new(py, w)?)?,
+        None => d.set_item("window", py.None())?,
+    }
+    Ok(d)
+}
