@@ -59,9 +59,9 @@ struct Tracked {
     alias: Vec<Option<Py<PyAny>>>,
     /// Summary Events built for compaction events, by slot.
     summaries: FastMap<Slot, Summary>,
-    /// Addresses sampled from the last call that read directly (see
-    /// `worth_indexing`); only compared, never dereferenced.
-    last_sample: Vec<usize>,
+    /// The addresses of the last list read directly, as a one-hash bitmap
+    /// (see `worth_indexing`); only compared, never dereferenced.
+    seen: Vec<u64>,
     last_used: u64,
 }
 
@@ -137,7 +137,7 @@ impl Tracked {
             strong: Vec::new(),
             alias: Vec::new(),
             summaries: FastMap::default(),
-            last_sample: Vec::new(),
+            seen: Vec::new(),
             last_used: 0,
         }
     }
@@ -158,16 +158,18 @@ impl Tracked {
             + self.primary.capacity() * std::mem::size_of::<Option<Py<PyAny>>>()
             + self.strong.capacity()
             + self.alias.capacity() * std::mem::size_of::<Option<Py<PyAny>>>()
+            + self.seen.capacity() * 8
             + weak * 64
     }
 
     /// Whether a call on `list` should go through the index: when at least
     /// half of a sample of its items are objects the index is bound to (the
     /// several calls of one invocation, a copy the session hook bound), or
-    /// were in the last call's sample (objects seen a second time, say a
-    /// database-backed service's fresh Events on the second call of an
-    /// invocation). Otherwise the call reads directly and remembers its
-    /// sample: objects seen once are cheaper to read than to bind.
+    /// were in the last list read directly (objects seen a second time, say
+    /// a database-backed service's fresh Events on the second call of an
+    /// invocation). Otherwise the call reads directly and remembers the
+    /// list's addresses: objects seen once are cheaper to read than to bind.
+    /// (A false "seen" costs a binding, never a wrong view.)
     fn worth_indexing(&mut self, list: &Bound<'_, PyList>) -> bool {
         let sample = sample(list);
         let bound = sample
@@ -180,15 +182,40 @@ impl Tracked {
         if 2 * bound >= sample.len() {
             return true;
         }
-        let seen = sample
-            .iter()
-            .filter(|a| self.last_sample.contains(a))
-            .count();
+        let seen = sample.iter().filter(|&&a| self.was_seen(a)).count();
         if 2 * seen >= sample.len() && !sample.is_empty() {
             return true;
         }
-        self.last_sample = sample;
+        self.remember(list);
         false
+    }
+
+    /// The bit of `addr` in a bitmap of `words` 64-bit words (a power of two).
+    #[inline]
+    fn bit(addr: usize, words: usize) -> (usize, u64) {
+        let h = ((addr >> 4) as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let bit = (h >> 32) as usize & (words * 64 - 1);
+        (bit / 64, 1u64 << (bit % 64))
+    }
+
+    fn was_seen(&self, addr: usize) -> bool {
+        if self.seen.is_empty() {
+            return false;
+        }
+        let (word, mask) = Self::bit(addr, self.seen.len());
+        self.seen[word] & mask != 0
+    }
+
+    /// Replaces the remembered addresses by `list`'s (about 8 bits per
+    /// item, so that a sample rarely hits by chance).
+    fn remember(&mut self, list: &Bound<'_, PyList>) {
+        let words = (list.len() * 8 / 64).next_power_of_two().clamp(16, 1 << 14);
+        self.seen.clear();
+        self.seen.resize(words, 0);
+        for obj in list.iter() {
+            let (word, mask) = Self::bit(obj.as_ptr() as usize, words);
+            self.seen[word] |= mask;
+        }
     }
 
     /// Makes room for `additional` more events (see `EventIndex::reserve`).
