@@ -19,6 +19,17 @@ from google.adk.events.event import Event
 from google.adk.flows.llm_flows.context import _compaction
 from google.adk.platform import uuid as platform_uuid
 
+NATIVE_OPS = (
+    "apply_rewinds",
+    "get_compaction_ranges",
+    "process_compaction_events",
+    "recover_compacted_function_calls",
+    "prompt_chars_delta",
+    "sliding_window",
+    "token_threshold_selection",
+)
+"""The Rust entry points of `adk_fastcompact._native` that take events."""
+
 
 def _original(module: Any, name: str) -> Callable[..., Any]:
     fn = getattr(module, name)

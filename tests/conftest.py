@@ -17,6 +17,7 @@ from typing import Any
 import adk_fastcompact
 import pytest
 from adk_fastcompact import _native
+from compare import NATIVE_OPS
 from hypothesis import HealthCheck, settings
 
 _SUPPRESSED = [HealthCheck.too_slow, HealthCheck.data_too_large]
@@ -60,15 +61,7 @@ INDEX_MODES = ("off", "cold", "warm", "copies", "invalidated")
 - invalidated: as warm, with the index dropped before every other call.
 """
 
-_OPS = (
-    "apply_rewinds",
-    "get_compaction_ranges",
-    "process_compaction_events",
-    "recover_compacted_function_calls",
-    "prompt_chars_delta",
-    "sliding_window",
-    "token_threshold_selection",
-)
+_OPS = NATIVE_OPS
 
 
 # The unwrapped functions (the fixture wraps the module's attributes).

@@ -46,6 +46,7 @@ from typing import Any
 import adk_fastcompact
 import pytest
 from adk_fastcompact import _native
+from compare import NATIVE_OPS
 from google.adk.agents.llm_agent import LlmAgent
 from google.adk.apps import compaction as adk_compaction
 from google.adk.apps.app import App, EventsCompactionConfig
@@ -97,15 +98,7 @@ WEIGHTS = {
 assert set(WEIGHTS) == set(ACTIONS)
 
 #: The Rust entry points whose use is counted in the installed run.
-NATIVE = (
-    "apply_rewinds",
-    "get_compaction_ranges",
-    "process_compaction_events",
-    "recover_compacted_function_calls",
-    "prompt_chars_delta",
-    "sliding_window",
-    "token_threshold_selection",
-)
+NATIVE = NATIVE_OPS
 
 # Warnings google-adk emits on this path whatever the accelerator does
 # (pytest turns warnings into errors): the experimental-API notice and the

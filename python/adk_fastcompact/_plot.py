@@ -39,22 +39,15 @@ def plot(report: Report, path: Path) -> None:
             if not points:
                 continue
             sizes = [p[0] for p in points]
-            axis.plot(
-                sizes,
-                [p[1] for p in points],
-                "--",
-                marker=markers[op],
-                color=_COLORS["python"],
-                label=f"{op} (python)",
-            )
-            axis.plot(
-                sizes,
-                [p[2] for p in points],
-                "-",
-                marker=markers[op],
-                color=_COLORS["rust"],
-                label=f"{op} (rust)",
-            )
+            for column, (side, style) in enumerate((("python", "--"), ("rust", "-")), 1):
+                axis.plot(
+                    sizes,
+                    [p[column] for p in points],
+                    style,
+                    marker=markers[op],
+                    color=_COLORS[side],
+                    label=f"{op} ({side})",
+                )
         axis.set_xscale("log")
         axis.set_yscale("log")
         axis.set_xlabel("events in the session")
