@@ -13,9 +13,14 @@
 //!   hands out a deep copy per invocation, and freeing one 10k-event copy
 //!   takes ~35 ms, which would land in our next call.) Fields the object
 //!   already showed are taken from the index; the rest are read once.
+//! - **a deep copy of a bound object**, bound at copy time by
+//!   [`index_copied`] (called from the `Session.__deepcopy__` that
+//!   `install()` wraps): it equals its source in every field when made. The
+//!   source, the stored original a session service copies for every
+//!   invocation, is then held strongly (it lives as long as the session).
 //! - **another object with a known `id`** (read through the instance
-//!   `__dict__`): a deep copy from `get_session`, or an event a database
-//!   service rebuilt. The slot is bound to the new object, and every field
+//!   `__dict__`): an event a database service rebuilt, a copy made without
+//!   the hook. The slot is bound to the new object, and every field
 //!   the call needs is read from it and compared with the stored value;
 //!   what differs replaces the stored value (counted as `changed`). Nothing
 //!   about an object is trusted before it showed it: an event with a known id
@@ -28,6 +33,10 @@
 //! edited *in place* after a call read it is not re-read (google-adk never
 //! edits an appended event; a rewind is a new event). A caller that does
 //! must call `index_clear()`.
+//!
+//! A list whose objects are neither bound nor in the last list read
+//! directly is read directly (objects seen once cost more to bind than to
+//! read); see `Tracked::worth_indexing`.
 //!
 //! Indexes are evicted least recently used first beyond `max_sessions`, and
 //! all are dropped by `index_clear()` (which `uninstall()` calls).
