@@ -9,6 +9,18 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString};
 
+/// What prompt filtering reads of every event.
+const FILTER: Need = Need {
+    timestamp: true,
+    compaction: true,
+    rewind: false,
+    invocation: false,
+    parts: false,
+    window: false,
+    pairing: false,
+    usage: false,
+};
+
 /// `_process_compaction_events`: the filtered history, or `None` to decline.
 ///
 /// `make_summary(event)` materializes the summary of a compaction event; it
@@ -34,11 +46,7 @@ fn run<'py>(
     reuse_for: Option<&Bound<'py, PyString>>,
 ) -> Extracted<Bound<'py, PyList>> {
     let py = events.py();
-    let need = Need {
-        timestamp: true,
-        compaction: true,
-        ..Need::default()
-    };
+    let need = FILTER;
     let mut batch = load(events, need)?;
     let views = std::mem::take(&mut batch.views);
     let items = py.detach(move || guarded(|| filter::process_compaction_events(&views)))?;
@@ -107,11 +115,7 @@ fn run_delta<'py>(
     compaction_event: &Bound<'py, PyAny>,
 ) -> Extracted<Delta<'py>> {
     let py = events.py();
-    let need = Need {
-        timestamp: true,
-        compaction: true,
-        ..Need::default()
-    };
+    let need = FILTER;
     let mut batch = load(events, need)?;
     let extra = batch.ex.event(compaction_event, need)?;
     batch.objects.push(compaction_event.clone());
