@@ -61,11 +61,9 @@ INDEX_MODES = ("off", "cold", "warm", "copies", "invalidated")
 - invalidated: as warm, with the index dropped before every other call.
 """
 
-_OPS = NATIVE_OPS
-
 
 # The unwrapped functions (the fixture wraps the module's attributes).
-_ORIGINAL = {name: getattr(_native, name) for name in _OPS}
+_ORIGINAL = {name: getattr(_native, name) for name in NATIVE_OPS}
 
 
 def _read_ahead(lists: list[list[Any]]) -> None:
@@ -116,7 +114,7 @@ def index_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) 
             if next(calls) % 2:
                 _native.index_clear()
 
-    for name in _OPS:
+    for name in NATIVE_OPS:
         original = _ORIGINAL[name]
 
         def wrapper(*args: Any, __original: Any = original, **kwargs: Any) -> Any:

@@ -231,84 +231,47 @@ impl EventIndex {
         groups: u16,
         scratch: &[Sym],
     ) -> Result<bool, NotStorable> {
-        use group::*;
         debug_assert_eq!(self.arena.len(), self.committed);
         let old = self.view(slot, view.ident);
-        let mut new = old;
-        let has = |g: u16| groups & g != 0;
-        if has(TIMESTAMP) {
-            new.timestamp = view.timestamp;
-        }
-        if has(INVOCATION) {
-            new.invocation = view.invocation;
-        }
-        if has(WINDOW) {
-            new.scope = view.scope;
-        }
-        if has(USAGE) {
-            new.author = view.author;
-            new.prompt_tokens = view.prompt_tokens;
-        }
-        if has(COMPACTION) {
-            new.compaction = view.compaction;
-        }
-        if has(REWIND) {
-            new.rewind_before = view.rewind_before;
-        }
-        if has(PARTS) {
-            new.has_responses = view.has_responses;
-        }
-        // Spans are compared by their ids; a change rewrites all five.
-        let span_groups = [PARTS, PARTS, HITL, PAIRING, PAIRING];
-        let old_spans = spans(&old);
-        let new_spans = spans(view);
-        let mut ids: [&[Sym]; 5] = old_spans.map(|s| s.of(&self.arena));
-        let mut spans_changed = false;
-        for k in 0..5 {
-            if has(span_groups[k]) {
-                let theirs = new_spans[k].of(scratch);
-                if theirs != ids[k] {
-                    ids[k] = theirs;
-                    spans_changed = true;
-                }
-            }
-        }
-        let plain_changed = !same_plain(&old, &new);
         let Stored {
             verified, known, ..
         } = self.stored[slot as usize];
-        if plain_changed || spans_changed {
+        let write = self.differs(&old, view, groups, scratch);
+        // Changed: a group stored before (not stored for the first time).
+        let changed = write && self.differs(&old, view, groups & known, scratch);
+        if write {
+            // The five spans, contiguous, each from where its value comes.
+            let mut new = pick(&old, view, groups);
             let mut owned: Vec<Sym> = Vec::new();
-            let mut local = EventView { ..new };
-            let mut at = 0u32;
-            let mut out_spans = [Span::default(); 5];
-            for (k, part) in ids.iter().enumerate() {
-                owned.extend_from_slice(part);
-                out_spans[k] = Span {
-                    start: at,
-                    len: part.len() as u32,
+            let mut out = [Span::default(); 5];
+            for (k, (span, group)) in spans(&new).into_iter().zip(SPAN_GROUPS).enumerate() {
+                let ids = if groups & group != 0 {
+                    span.of(scratch)
+                } else {
+                    span.of(&self.arena)
                 };
-                at += part.len() as u32;
+                out[k] = Span {
+                    start: owned.len() as u32,
+                    len: span.len,
+                };
+                owned.extend_from_slice(ids);
             }
             [
-                local.calls,
-                local.responses,
-                local.hitl_calls,
-                local.long_running,
-                local.pending,
-            ] = out_spans;
-            let mut stored = self.compact(&local, &owned)?;
+                new.calls,
+                new.responses,
+                new.hitl_calls,
+                new.long_running,
+                new.pending,
+            ] = out;
+            let mut stored = self.compact(&new, &owned)?;
             self.committed = self.arena.len();
-            let s = &self.stored[slot as usize];
-            stored.ptr = s.ptr;
+            stored.ptr = self.stored[slot as usize].ptr;
             self.stored[slot as usize] = stored;
         }
         let s = &mut self.stored[slot as usize];
         s.verified = verified | groups;
         s.known = known | groups;
-        // Whether a group stored before now differs: compare again within
-        // the groups known before.
-        Ok((plain_changed || spans_changed) && self.differs(&old, view, groups & known, scratch))
+        Ok(changed)
     }
 
     /// Whether `view` (spans into `scratch`) differs from `old` (spans into
@@ -317,18 +280,9 @@ impl EventIndex {
         if groups == 0 {
             return false;
         }
-        let a = self.mask(old, groups);
-        let b = self.mask(view, groups);
-        let span_groups = [
-            group::PARTS,
-            group::PARTS,
-            group::HITL,
-            group::PAIRING,
-            group::PAIRING,
-        ];
-        !same_plain(&a, &b)
+        !same_plain(&self.mask(old, groups), &self.mask(view, groups))
             || (0..5).any(|k| {
-                groups & span_groups[k] != 0
+                groups & SPAN_GROUPS[k] != 0
                     && spans(old)[k].of(&self.arena) != spans(view)[k].of(scratch)
             })
     }
@@ -443,26 +397,7 @@ impl EventIndex {
     /// `v` with the fields outside `groups` at their defaults.
     #[inline]
     fn mask(&self, v: &EventView, groups: u16) -> EventView {
-        use group::*;
-        let ident = v.ident;
-        let has = |g: u16| groups & g != 0;
-        let none = Span::default();
-        EventView {
-            ident,
-            timestamp: if has(TIMESTAMP) { v.timestamp } else { 0.0 },
-            invocation: v.invocation.filter(|_| has(INVOCATION)),
-            rewind_before: v.rewind_before.filter(|_| has(REWIND)),
-            compaction: v.compaction.filter(|_| has(COMPACTION)),
-            calls: if has(PARTS) { v.calls } else { none },
-            responses: if has(PARTS) { v.responses } else { none },
-            has_responses: has(PARTS) && v.has_responses,
-            scope: v.scope.filter(|_| has(WINDOW)),
-            hitl_calls: if has(HITL) { v.hitl_calls } else { none },
-            long_running: if has(PAIRING) { v.long_running } else { none },
-            pending: if has(PAIRING) { v.pending } else { none },
-            prompt_tokens: v.prompt_tokens.filter(|_| has(USAGE)),
-            author: v.author.filter(|_| has(USAGE)),
-        }
+        pick(&EventView::default(), v, groups)
     }
 
     fn compact(&mut self, view: &EventView, scratch: &[Sym]) -> Result<Stored, NotStorable> {
@@ -534,6 +469,71 @@ pub fn map_bytes<K, V>(m: &FastMap<K, V>) -> usize {
         (m.capacity() * 8 / 7).next_power_of_two()
     };
     buckets * (std::mem::size_of::<(K, V)>() + 1)
+}
+
+/// The group of each of [`spans`]' five spans.
+const SPAN_GROUPS: [u16; 5] = [
+    group::PARTS,
+    group::PARTS,
+    group::HITL,
+    group::PAIRING,
+    group::PAIRING,
+];
+
+/// `a` with the fields of `groups` taken from `b` (and `b`'s identity):
+/// the one place that says which field belongs to which group.
+fn pick(a: &EventView, b: &EventView, groups: u16) -> EventView {
+    use group::*;
+    let has = |g: u16| groups & g != 0;
+    let (a, b) = (*a, *b);
+    EventView {
+        ident: b.ident,
+        timestamp: if has(TIMESTAMP) {
+            b.timestamp
+        } else {
+            a.timestamp
+        },
+        invocation: if has(INVOCATION) {
+            b.invocation
+        } else {
+            a.invocation
+        },
+        rewind_before: if has(REWIND) {
+            b.rewind_before
+        } else {
+            a.rewind_before
+        },
+        compaction: if has(COMPACTION) {
+            b.compaction
+        } else {
+            a.compaction
+        },
+        calls: if has(PARTS) { b.calls } else { a.calls },
+        responses: if has(PARTS) { b.responses } else { a.responses },
+        has_responses: if has(PARTS) {
+            b.has_responses
+        } else {
+            a.has_responses
+        },
+        scope: if has(WINDOW) { b.scope } else { a.scope },
+        hitl_calls: if has(HITL) {
+            b.hitl_calls
+        } else {
+            a.hitl_calls
+        },
+        long_running: if has(PAIRING) {
+            b.long_running
+        } else {
+            a.long_running
+        },
+        pending: if has(PAIRING) { b.pending } else { a.pending },
+        prompt_tokens: if has(USAGE) {
+            b.prompt_tokens
+        } else {
+            a.prompt_tokens
+        },
+        author: if has(USAGE) { b.author } else { a.author },
+    }
 }
 
 fn spans(v: &EventView) -> [Span; 5] {

@@ -87,6 +87,8 @@ struct Summary {
     /// model some agents write into).
     values: Vec<Py<PyAny>>,
     node_info: Vec<Py<PyAny>>,
+    /// Bytes it holds (see `summary_size`), measured when cached.
+    bytes: usize,
 }
 
 /// The values of an instance dict, in order.
@@ -271,28 +273,33 @@ impl Tracked {
         slot.filter(|&s| self.bound(s, ptr))
     }
 
-    /// Bytes held by the summary cache: its table and the cached summary
-    /// Events with their dicts, fields sets and `node_info`.
-    fn summary_bytes(&self, py: Python<'_>) -> PyResult<usize> {
-        let mut summaries = crate::core::index::map_bytes(&self.summaries);
-        for s in self.summaries.values() {
-            summaries += (s.values.capacity() + s.node_info.capacity()) * 8;
-            let event = s.event.bind(py);
-            let node = event.getattr(intern!(py, "node_info"))?;
-            for obj in [
-                event.clone(),
-                event.getattr(intern!(py, "__dict__"))?,
-                event.getattr(intern!(py, "__pydantic_fields_set__"))?,
-                node.clone(),
-                node.getattr(intern!(py, "__dict__"))?,
-            ] {
-                summaries += obj
-                    .call_method0(intern!(py, "__sizeof__"))?
-                    .extract::<usize>()?;
-            }
-        }
-        Ok(summaries)
+    /// Bytes held by the summary cache: its table, and each cached
+    /// summary as measured when it was cached.
+    fn summary_bytes(&self) -> usize {
+        crate::core::index::map_bytes(&self.summaries)
+            + self.summaries.values().map(|s| s.bytes).sum::<usize>()
     }
+}
+
+/// What a summary Event holds: its own sizes (`__sizeof__`) and those of
+/// its dict, fields set, `node_info` and `node_info`'s dict, plus our
+/// references to its values.
+fn summary_size(event: &Bound<'_, PyAny>, values: usize) -> PyResult<usize> {
+    let py = event.py();
+    let node = event.getattr(intern!(py, "node_info"))?;
+    let mut bytes = values * 8;
+    for obj in [
+        event.clone(),
+        event.getattr(intern!(py, "__dict__"))?,
+        event.getattr(intern!(py, "__pydantic_fields_set__"))?,
+        node.getattr(intern!(py, "__dict__"))?,
+        node,
+    ] {
+        bytes += obj
+            .call_method0(intern!(py, "__sizeof__"))?
+            .extract::<usize>()?;
+    }
+    Ok(bytes)
 }
 
 /// How the index answered, summed over all calls.
@@ -400,9 +407,11 @@ impl<'py> Loaded<'py> {
         let Some((values, node_info)) = summary_values(event)? else {
             return Ok(());
         };
+        let bytes = summary_size(event, values.len() + node_info.len())?;
         tracked.summaries.insert(
             slot,
             Summary {
+                bytes,
                 source: self.objects[i].clone().unbind(),
                 author: author.clone().unbind(),
                 event: event.clone().unbind(),
@@ -456,20 +465,17 @@ pub fn load<'py>(events: &Bound<'py, PyAny>, need: Need) -> Extracted<Loaded<'py
                         checkout: Some((key, tracked)),
                     });
                 }
-                Err(Outcome::Decline(_)) => {
+                Err(outcome) => {
+                    tracked.interner = std::mem::take(&mut ex.interner);
+                    tracked.core.end_call();
+                    checkin(key, tracked);
+                    if let Outcome::Error(err) = outcome {
+                        return Err(Outcome::Error(err));
+                    }
                     // Some event cannot be stored: this call goes without
                     // the index (it declines there only if the operation
                     // itself cannot take the input).
-                    tracked.interner = std::mem::take(&mut ex.interner);
-                    tracked.core.end_call();
-                    checkin(key, tracked);
                     registry().counters.fallbacks += 1;
-                }
-                Err(err) => {
-                    tracked.interner = std::mem::take(&mut ex.interner);
-                    tracked.core.end_call();
-                    checkin(key, tracked);
-                    return Err(err);
                 }
             }
         }
@@ -939,10 +945,7 @@ pub fn index_stats(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     let reg = registry();
     let events: usize = reg.sessions.values().map(|t| t.core.len()).sum();
     let bytes: usize = reg.sessions.values().map(Tracked::memory_bytes).sum();
-    let mut summary_bytes = 0;
-    for t in reg.sessions.values() {
-        summary_bytes += t.summary_bytes(py)?;
-    }
+    let summary_bytes: usize = reg.sessions.values().map(Tracked::summary_bytes).sum();
     let out = PyDict::new(py);
     out.set_item("enabled", reg.enabled)?;
     out.set_item("max_sessions", reg.max_sessions)?;
