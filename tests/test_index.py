@@ -319,3 +319,67 @@ def test_a_copy_edited_after_copying_is_trusted_like_any_object() -> None:
         assert_same_filtering(copied.events)
     finally:
         fc.uninstall()
+
+
+def _stored_with_a_compaction_seen_only_as_a_copy(edit: bool) -> Any:
+    """A stored session whose last event, a compaction event appended to
+    the stored session and an invocation's copy at once (as google-adk
+    appends after the invocation's last model call), was read only through
+    the next invocation's copy. `edit` edits the stored original in place
+    afterwards (it must then not be mistaken for the copy read before)."""
+    from google.adk.sessions.session import Session
+
+    events = session()
+    stored = Session(id="s", app_name="a", user_id="u", events=events)
+    assert_same_filtering(stored.events)
+    assert_same_filtering(stored.events)  # bound
+    first = copy.deepcopy(stored)
+    compaction = _compaction_event(events, events[0].timestamp, events[30].timestamp)
+    stored.events.append(compaction)
+    first.events.append(compaction)
+    second = copy.deepcopy(stored)
+    assert_same_filtering(second.events)  # reads the compaction event's copy
+    del first, second
+    gc.collect()
+    if edit:
+        compaction.actions.compaction.end_timestamp = events[40].timestamp
+    return stored
+
+
+@pytest.mark.parametrize("edit", [False, True])
+def test_originals_known_only_through_copies_are_adopted_at_copy_time(edit: bool) -> None:
+    fc.install()
+    try:
+        stored = _stored_with_a_compaction_seen_only_as_a_copy(edit)
+        before = _native.index_stats()
+        third = copy.deepcopy(stored)
+        # The original is read once, at copy time, and bound with its copy.
+        assert delta(before, "by_id") == 1
+        assert delta(before, "changed") == int(edit)
+        before = _native.index_stats()
+        assert_same_filtering(third.events)
+        assert delta(before, "by_id") == delta(before, "read") == 0
+        before = _native.index_stats()
+        assert_same_filtering(copy.deepcopy(stored).events)
+        assert delta(before, "by_id") == delta(before, "read") == 0
+    finally:
+        fc.uninstall()
+
+
+def test_a_cached_summary_goes_with_its_compaction_event() -> None:
+    events = session()
+    events.append(_compaction_event(events, events[0].timestamp, events[30].timestamp))
+    copied = copy.deepcopy(events)
+    bind(copied)
+    before = _native.index_stats()["summaries"]
+    known = {id(e) for e in copied}
+    summaries = [e for e in fc.process_compaction_events(copied, "root") if id(e) not in known]
+    assert summaries and _native.index_stats()["summaries"] == before + len(summaries)
+    alive = [weakref.ref(e) for e in summaries]
+    shared = [weakref.ref(e.actions) for e in summaries]
+    del summaries, copied
+    gc.collect()
+    # Neither the summaries nor what they share with the copies of their
+    # compaction events (actions and content) outlive those copies.
+    assert all(ref() is None for ref in alive + shared)
+    assert _native.index_stats()["summaries"] == before

@@ -6,17 +6,25 @@ generated sessions, both are built under the same counter id provider and
 compared: `==`, `model_dump`, the instance dict's key order, the fields set,
 identity of the shared `actions` / `content`, a fresh `node_info`, the id
 drawn, and the same exception where validation rejects an argument.
+
+Under google-adk's default id provider, `_native.process_compaction_events`
+builds summaries in Rust (`src/py/summary.rs`); they are compared with
+google-adk's on the same sessions, all but the (random) id, which must be a
+version-4 UUID as `uuid.uuid4()` writes it.
 """
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import pytest
+from adk_fastcompact import _native
 from adk_fastcompact._summaries import summary_event
-from compare import assert_same_error, call
+from compare import ORIG_PROCESS, assert_same_error, call
 from google.adk.events.event import Event
 from google.adk.events.event_actions import EventActions, EventCompaction
+from google.adk.platform import uuid as platform_uuid
 from google.genai import types
 from strategies import random_session
 
@@ -99,3 +107,99 @@ def test_rejected_arguments_raise_as_google_adk() -> None:
         ours, orig = both(event, "model")
         assert orig.error is not None
         assert_same_error(ours, orig)
+
+
+# -- the Rust builder (default id provider) ------------------------------------------
+
+
+def native_summaries(events: list[Event], author: str) -> tuple[list[Event], int] | None:
+    """The new Events `_native.process_compaction_events` hands out for
+    `events` (with `author`, summaries reusable: the default id provider),
+    and how often it fell back to the Python builder; `None` where it
+    declines the input."""
+    fallbacks = 0
+
+    def python_builder(event: Event) -> Event:
+        nonlocal fallbacks
+        fallbacks += 1
+        return summary_event(event, author)
+
+    out = _native.process_compaction_events(events, python_builder, author)
+    if out is None:
+        return None
+    known = {id(e) for e in events}
+    return [e for e in out if id(e) not in known], fallbacks
+
+
+def assert_equal_but_id(ours: Event, orig: Event) -> None:
+    assert type(ours) is type(orig) is Event
+    assert ours.model_dump(exclude={"id"}) == orig.model_dump(exclude={"id"})
+    assert list(ours.__dict__) == list(orig.__dict__)
+    assert ours.model_fields_set == orig.model_fields_set
+    assert ours.__pydantic_extra__ is orig.__pydantic_extra__ is None
+    assert ours.__pydantic_private__ is orig.__pydantic_private__ is None
+    assert ours.actions is orig.actions
+    assert ours.content is orig.content
+    assert type(ours.node_info) is type(orig.node_info)
+    assert ours.node_info == orig.node_info
+    assert ours.node_info.model_fields_set == orig.node_info.model_fields_set
+    # A version-4 UUID written as uuid.uuid4() writes it.
+    assert type(ours.id) is str and str(uuid.UUID(ours.id)) == ours.id
+    assert uuid.UUID(ours.id).version == 4 and uuid.UUID(ours.id).variant == uuid.RFC_4122
+
+
+@pytest.mark.parametrize("block", range(2))
+def test_rust_built_summaries_equal_google_adks(block: int) -> None:
+    assert platform_uuid._id_provider_context_var.get() is platform_uuid._default_id_provider
+    seen = 0
+    for seed in range(block * 100, (block + 1) * 100):
+        events = random_session(seed, max_events=120).events
+        for author in ("model", "root"):
+            try:
+                orig_out = ORIG_PROCESS(events, author)
+            except Exception:
+                continue
+            known = {id(e) for e in events}
+            orig = [e for e in orig_out if id(e) not in known]
+            native = native_summaries(events, author)
+            if native is None:
+                continue
+            ours, fallbacks = native
+            assert len(ours) == len(orig)
+            for a, b in zip(ours, orig, strict=True):
+                if fallbacks == 0:
+                    assert_equal_but_id(a, b)
+                seen += 1
+            ids = [e.id for e in ours]
+            assert len(set(ids)) == len(ids)
+            assert len({id(e.node_info) for e in ours}) == len(ours)
+    assert seen > 100
+
+
+def test_rust_builder_leaves_other_types_to_the_python_builder() -> None:
+    content = types.Content(role="model", parts=[types.Part(text="s")])
+
+    class Branch(str):
+        pass
+
+    events = [
+        Event(
+            author="a",
+            timestamp=float(k),
+            actions=EventActions(
+                compaction=EventCompaction(
+                    start_timestamp=k - 0.5, end_timestamp=k + 0.5, compacted_content=content
+                )
+            ),
+        )
+        for k in range(3)
+    ]
+    events[1].__dict__["branch"] = Branch("b")  # validation would make it a str
+    native = native_summaries(events, "model")
+    assert native is not None
+    ours, fallbacks = native
+    assert fallbacks == 1 and len(ours) == 3
+    assert type(ours[1].branch) is type(reference(events[1], "model").branch) is str
+    assert ours[1].model_dump(exclude={"id"}) == reference(events[1], "model").model_dump(
+        exclude={"id"}
+    )

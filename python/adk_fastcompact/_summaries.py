@@ -56,6 +56,25 @@ def _template_parts() -> tuple[dict[str, Any], frozenset[str]]:
     return _template
 
 
+_Template = tuple[
+    type[Event], dict[str, Any], frozenset[str], type[NodeInfo], dict[str, Any], frozenset[str]
+]
+
+
+def native_template() -> _Template | None:
+    """What the Rust builder (`src/py/summary.rs`) copies per summary: the
+    Event template's dict and fields set, and those of a validated
+    `NodeInfo()`; `None` (the Rust builder then defers to `summary_event`)
+    if either model carries extra or private values, which the builder does
+    not reproduce."""
+    values, fields_set = _template_parts()
+    node = NodeInfo()
+    if node.__pydantic_extra__ is not None or node.__pydantic_private__ is not None:
+        return None
+    node_parts = (dict(node.__dict__), frozenset(node.model_fields_set))
+    return Event, values, fields_set, NodeInfo, *node_parts
+
+
 def ids_unobservable() -> bool:
     """Whether drawing an event id is unobservable: the default provider,
     `uuid4` from the OS's entropy, whose draws nobody can tell apart or

@@ -172,6 +172,11 @@ impl EventIndex {
         self.stored[slot as usize].verified
     }
 
+    /// The field groups stored for `slot`, confirmed or not.
+    pub fn known(&self, slot: Slot) -> u16 {
+        self.stored[slot as usize].known
+    }
+
     /// The slot of the event whose id has key `key` ([`id_key`]).
     #[inline]
     pub fn slot_of_id(&self, key: u64) -> Option<Slot> {

@@ -11,6 +11,7 @@ pub mod index;
 pub mod ranges;
 pub mod recover;
 pub mod rewind;
+pub mod uuid;
 pub mod window;
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 use super::error::{finish, Extracted, Outcome};
 use super::extract::Need;
 use super::index::load;
+use super::summary;
 use crate::core::filter::{self, Item};
 use crate::core::guarded;
 use pyo3::intern;
@@ -28,8 +29,10 @@ const FILTER: Need = Need {
 /// constructs them, so id providers see the same sequence of calls. With
 /// `reuse_for` (the summaries' author), a summary handed out before for the
 /// same compaction event object and author is handed out again while
-/// neither it nor its values changed, instead of building a new one; the
-/// caller passes it only when building draws no observable id.
+/// neither it nor its values changed, instead of building a new one, and
+/// new ones are built in Rust (`summary.rs`, `make_summary` only for
+/// arguments it leaves to validation); the caller passes it only when
+/// building draws no observable id.
 #[pyfunction]
 #[pyo3(signature = (events, make_summary, reuse_for = None))]
 pub fn process_compaction_events<'py>(
@@ -51,21 +54,42 @@ fn run<'py>(
     let views = std::mem::take(&mut batch.views);
     let items = py.detach(move || guarded(|| filter::process_compaction_events(&views)))?;
     let mut summaries: Vec<Option<Bound<'py, PyAny>>> = vec![None; batch.objects.len()];
-    for index in filter::summaries_in_creation_order(&items) {
-        let cached = match reuse_for {
-            Some(author) => batch.cached_summary(index, author)?,
+    let order = filter::summaries_in_creation_order(&items);
+    // Summaries built in Rust (only where ids are unobservable) all have one
+    // size, measured on the first.
+    let mut builder = None;
+    let mut built_bytes = None;
+    for &index in &order {
+        let event = &batch.objects[index];
+        let Some(author) = reuse_for else {
+            summaries[index] = Some(make_summary.call1((event,))?);
+            continue;
+        };
+        if let Some(summary) = batch.cached_summary(index, author)? {
+            summaries[index] = Some(summary);
+            continue;
+        }
+        if builder.is_none() {
+            builder = Some(summary::Builder::new(py, order.len())?);
+        }
+        let built = match builder.as_mut().and_then(Option::as_mut) {
+            Some(b) => b.build(event, author)?,
             None => None,
         };
-        summaries[index] = Some(match cached {
-            Some(summary) => summary,
-            None => {
-                let summary = make_summary.call1((&batch.objects[index],))?;
-                if let Some(author) = reuse_for {
-                    batch.cache_summary(index, author, &summary)?;
-                }
+        let summary = match built {
+            Some(summary) => {
+                built_bytes = batch
+                    .cache_summary(index, author, &summary, built_bytes)?
+                    .or(built_bytes);
                 summary
             }
-        });
+            None => {
+                let summary = make_summary.call1((event,))?;
+                batch.cache_summary(index, author, &summary, None)?;
+                summary
+            }
+        };
+        summaries[index] = Some(summary);
     }
     let mut out = Vec::with_capacity(items.len());
     for item in &items {

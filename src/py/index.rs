@@ -18,6 +18,10 @@
 //!   `install()` wraps): it equals its source in every field when made. The
 //!   source, the stored original a session service copies for every
 //!   invocation, is then held strongly (it lives as long as the session).
+//!   A source known by id only (an event first read through a copy: the
+//!   compaction event google-adk appends after an invocation's last model
+//!   call is first read in the next invocation's copy) is read at copy
+//!   time like any object with a known id, then bound the same way.
 //! - **another object with a known `id`** (read through the instance
 //!   `__dict__`): an event a database service rebuilt, a copy made without
 //!   the hook. The slot is bound to the new object, and every field
@@ -78,7 +82,9 @@ struct Tracked {
 /// built from and with: it is handed out again only while all of that is
 /// unchanged.
 struct Summary {
-    /// The compaction event (held, so its address names it).
+    /// The compaction event, weakly (a live weak reference at its address
+    /// names it; held strongly, superseded session copies' compaction
+    /// events would die in our next call).
     source: Py<PyAny>,
     author: Py<PyString>,
     event: Py<PyAny>,
@@ -91,9 +97,54 @@ struct Summary {
     bytes: usize,
 }
 
+/// The callback of a cached summary's weak reference to its compaction
+/// event: when that event dies (a superseded session copy's, usually), the
+/// summary goes with it, so what it holds (the copy's `actions` and
+/// content) is freed with the copy and not by our next call. Skipped when
+/// the registry is busy or the index checked out (the entry is then
+/// replaced by the next call that builds the summary anew).
+#[pyclass(frozen)]
+struct Reaper {
+    key: Box<str>,
+    slot: Slot,
+}
+
+#[pymethods]
+impl Reaper {
+    fn __call__(&self, weak: &Bound<'_, PyAny>) {
+        let taken =
+            match REGISTRY.try_lock() {
+                Ok(mut reg) => reg.sessions.get_mut(&self.key).and_then(|t| {
+                    match t.summaries.get(&self.slot) {
+                        Some(s) if s.source.as_ptr() == weak.as_ptr() => {
+                            t.summaries.remove(&self.slot)
+                        }
+                        _ => None,
+                    }
+                }),
+                Err(_) => None,
+            };
+        // Dropped with the registry unlocked: freeing it may run callbacks.
+        drop(taken);
+    }
+}
+
+/// A new weak reference to `obj` whose callback is `callback`.
+fn weak_ref_with(obj: &Bound<'_, PyAny>, callback: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+    // SAFETY: PyWeakref_NewRef returns a new reference or NULL with an
+    // exception set.
+    unsafe {
+        Ok(Bound::from_owned_ptr_or_err(
+            obj.py(),
+            ffi::PyWeakref_NewRef(obj.as_ptr(), callback.as_ptr()),
+        )?
+        .unbind())
+    }
+}
+
 /// The values of an instance dict, in order.
 fn dict_values<'py>(dict: &Bound<'py, PyDict>) -> Vec<Bound<'py, PyAny>> {
-    dict.values().iter().collect()
+    dict.iter().map(|(_, value)| value).collect()
 }
 
 /// The instance dict of a plain object (a summary Event, a NodeInfo).
@@ -108,18 +159,27 @@ impl Summary {
     /// Whether the summary is still as built, for `source` and `author`.
     fn valid(&self, source: &Bound<'_, PyAny>, author: &Bound<'_, PyString>) -> PyResult<bool> {
         let py = source.py();
-        if !self.source.bind(py).is(source) || self.author.bind(py).to_str()? != author.to_str()? {
+        if !points_at(&self.source, source.as_ptr())
+            || self.author.bind(py).to_str()? != author.to_str()?
+        {
             return Ok(false);
         }
-        let (values, node_info) = match summary_values(self.event.bind(py))? {
-            Some(v) => v,
-            None => return Ok(false),
+        let Some(dict) = instance_dict(self.event.bind(py))? else {
+            return Ok(false);
         };
-        let same = |now: &[Bound<'_, PyAny>], then: &[Py<PyAny>]| {
-            now.len() == then.len() && now.iter().zip(then).all(|(a, b)| a.is(b))
+        let Some(node) = dict.get_item(intern!(py, "node_info"))? else {
+            return Ok(false);
         };
-        Ok(same(&values, &self.values) && same(&node_info, &self.node_info))
+        let Some(node) = instance_dict(&node)? else {
+            return Ok(false);
+        };
+        Ok(same_values(&dict, &self.values) && same_values(&node, &self.node_info))
     }
+}
+
+/// Whether `dict`'s values are the objects `then` holds, in order.
+fn same_values(dict: &Bound<'_, PyDict>, then: &[Py<PyAny>]) -> bool {
+    dict.len() == then.len() && dict.iter().zip(then).all(|((_, now), then)| now.is(then))
 }
 
 /// The instance-dict values of a summary Event and of its `node_info`.
@@ -391,35 +451,49 @@ impl<'py> Loaded<'py> {
         }
     }
 
-    /// Remembers `event` as the summary of the compaction event at `i`.
+    /// Remembers `event` as the summary of the compaction event at `i`;
+    /// returns its size in bytes (`summary_size`), measured unless `bytes`
+    /// gives it (summaries built alike have one size), or `None` when it is
+    /// not cached (its compaction event is not in the index).
     pub fn cache_summary(
         &mut self,
         i: usize,
         author: &Bound<'py, PyString>,
         event: &Bound<'py, PyAny>,
-    ) -> PyResult<()> {
-        let (Some((_, tracked)), Some(&slot)) = (&mut self.checkout, self.slots.get(i)) else {
-            return Ok(());
+        bytes: Option<usize>,
+    ) -> PyResult<Option<usize>> {
+        let (Some((key, tracked)), Some(&slot)) = (&mut self.checkout, self.slots.get(i)) else {
+            return Ok(None);
         };
         if slot == Slot::MAX {
-            return Ok(());
+            return Ok(None);
         }
+        let reaper = Bound::new(
+            event.py(),
+            Reaper {
+                key: key.clone(),
+                slot,
+            },
+        )?;
         let Some((values, node_info)) = summary_values(event)? else {
-            return Ok(());
+            return Ok(None);
         };
-        let bytes = summary_size(event, values.len() + node_info.len())?;
+        let bytes = match bytes {
+            Some(bytes) => bytes,
+            None => summary_size(event, values.len() + node_info.len())?,
+        };
         tracked.summaries.insert(
             slot,
             Summary {
                 bytes,
-                source: self.objects[i].clone().unbind(),
+                source: weak_ref_with(&self.objects[i], reaper.as_any())?,
                 author: author.clone().unbind(),
                 event: event.clone().unbind(),
                 values: values.into_iter().map(Bound::unbind).collect(),
                 node_info: node_info.into_iter().map(Bound::unbind).collect(),
             },
         );
-        Ok(())
+        Ok(Some(bytes))
     }
 }
 
@@ -561,39 +635,139 @@ pub fn index_copied(old: &Bound<'_, PyAny>, new: &Bound<'_, PyAny>) -> PyResult<
         .bind(old.py())
         .clone();
     let mut copied = 0;
+    let mut adopted = 0;
+    let mut changed = 0;
     let mut next = 0;
+    let mut claimed = FastMap::<Slot, ()>::default();
+    // Sources the index knows by id only: events first seen as copies (a
+    // compaction event google-adk appends after the invocation's last
+    // model call is first read in the next invocation's copy).
+    let mut misses: Vec<(Bound<'_, PyAny>, Bound<'_, PyAny>, Slot)> = Vec::new();
     let mut result = Ok(());
     for (o, n) in old.iter().zip(new.iter()) {
         if !n.get_type().is(&event_type) {
             continue;
         }
         let Some(s) = t.slot_of_object(o.as_ptr(), next) else {
+            match known_id(&t, &o) {
+                Ok(Some(s)) if claimed.insert(s, ()).is_none() => misses.push((o, n, s)),
+                Ok(_) => {}
+                Err(err) => {
+                    result = Err(err);
+                    break;
+                }
+            }
             continue;
         };
+        claimed.insert(s, ());
         next = s as usize + 1;
         let k = s as usize;
         if t.core.ptr(s) == o.as_ptr() as usize && !t.strong[k] {
             t.primary[k] = Some(o.clone().unbind());
             t.strong[k] = true;
         }
-        if t.alias.len() <= k {
-            t.alias.resize_with(t.core.len(), || None);
+        if let Err(err) = bind_copy(&mut t, s, &n) {
+            result = Err(err);
+            break;
         }
-        match weak_ref(&n) {
-            Ok(w) => t.alias[k] = Some(w),
-            Err(err) => {
-                result = Err(err);
-                break;
-            }
-        }
-        t.core.bind_alias(s, n.as_ptr() as usize);
         copied += 1;
+    }
+    if result.is_ok() && !misses.is_empty() {
+        match adopt(&mut t, &misses) {
+            Ok(c) => {
+                adopted = misses.len() as u64;
+                changed = c;
+            }
+            // The index may be half updated: it is dropped, not kept.
+            Err(Outcome::Decline(_)) => {
+                registry().counters.fallbacks += 1;
+                return Ok(());
+            }
+            Err(Outcome::Error(err)) => return Err(err),
+        }
     }
     checkin(key, t);
     let mut reg = registry();
-    reg.counters.copied += copied;
+    reg.counters.copied += copied + adopted;
+    reg.counters.by_id += adopted;
+    reg.counters.changed += changed;
     reg.counters.copy_nanos += start.elapsed().as_nanos() as u64;
     result
+}
+
+/// Binds the deep copy `n` as the second object of slot `s`.
+fn bind_copy(t: &mut Tracked, s: Slot, n: &Bound<'_, PyAny>) -> PyResult<()> {
+    let k = s as usize;
+    if t.alias.len() <= k {
+        t.alias.resize_with(t.core.len(), || None);
+    }
+    t.alias[k] = Some(weak_ref(n)?);
+    t.core.bind_alias(s, n.as_ptr() as usize);
+    Ok(())
+}
+
+/// The slot of the event `obj`'s `id` (an exact `Event` with a `str` id).
+fn known_id(t: &Tracked, obj: &Bound<'_, PyAny>) -> PyResult<Option<Slot>> {
+    let id = match event_id(obj) {
+        Ok(Some(id)) => id,
+        Ok(None) | Err(Outcome::Decline(_)) => return Ok(None),
+        Err(Outcome::Error(err)) => return Err(err),
+    };
+    Ok(id
+        .to_str()
+        .ok()
+        .and_then(|id| t.core.slot_of_id(id_key(id))))
+}
+
+/// Binds sources known by id only, with their copies: each source is read
+/// in every field group its slot stores and merged (as the id path of a
+/// call does, so a source that differs replaces what was stored), then
+/// bound strongly (it is the stored original), its copy as second object.
+/// Returns how many differed from what was stored.
+fn adopt(t: &mut Tracked, misses: &[(Bound<'_, PyAny>, Bound<'_, PyAny>, Slot)]) -> Extracted<u64> {
+    let py = misses[0].0.py();
+    let groups = misses.iter().fold(0, |g, &(_, _, s)| g | t.core.known(s));
+    let need = normalized(need_of(groups));
+    let mut ex = Extractor::with_interner(py, std::mem::take(&mut t.interner))?;
+    ex.interner.begin_call();
+    let sources: Vec<Bound<'_, PyAny>> = misses.iter().map(|(o, _, _)| o.clone()).collect();
+    let read = ex.views(&sources, need);
+    let scratch = std::mem::take(&mut ex.ids);
+    t.interner = std::mem::take(&mut ex.interner);
+    let mut changed = 0;
+    for ((o, n, s), view) in misses.iter().zip(read?) {
+        let k = *s as usize;
+        t.core.rebind(*s, o.as_ptr() as usize);
+        t.primary[k] = Some(o.clone().unbind());
+        t.strong[k] = true;
+        if let Some(alias) = t.alias.get_mut(k) {
+            *alias = None;
+        }
+        if t.core
+            .merge(*s, &view, groups_of(need), &scratch)
+            .map_err(|_| Outcome::Decline("not storable"))?
+        {
+            changed += 1;
+        }
+        bind_copy(t, *s, n)?;
+    }
+    Ok(changed)
+}
+
+/// The [`Need`] that reads field groups `groups` (the inverse of
+/// [`groups_of`]).
+fn need_of(groups: u16) -> Need {
+    let has = |bit| groups & bit != 0;
+    Need {
+        timestamp: has(group::TIMESTAMP),
+        invocation: has(group::INVOCATION),
+        window: has(group::WINDOW),
+        pairing: has(group::PAIRING) || has(group::HITL),
+        usage: has(group::USAGE),
+        compaction: has(group::COMPACTION),
+        rewind: has(group::REWIND),
+        parts: has(group::PARTS) || has(group::HITL),
+    }
 }
 
 /// The session's index, when there is one.

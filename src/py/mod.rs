@@ -9,6 +9,7 @@ mod index;
 mod ranges;
 mod recover;
 mod rewind;
+mod summary;
 mod window;
 
 use pyo3::prelude::*;
