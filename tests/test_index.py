@@ -17,7 +17,14 @@ from typing import Any
 import adk_fastcompact as fc
 import pytest
 from adk_fastcompact import _native, _sessions
-from compare import ORIG_APPLY_REWINDS, ORIG_PROCESS, ORIG_RECOVER, assert_same_events, call
+from compare import (
+    ORIG_APPLY_REWINDS,
+    ORIG_PROCESS,
+    ORIG_RECOVER,
+    assert_same_error,
+    assert_same_events,
+    call,
+)
 from google.adk.events.event import Event
 from google.adk.events.event_actions import EventActions, EventCompaction
 from google.adk.platform import uuid as platform_uuid
@@ -383,3 +390,39 @@ def test_a_cached_summary_goes_with_its_compaction_event() -> None:
     # compaction events (actions and content) outlive those copies.
     assert all(ref() is None for ref in alive + shared)
     assert _native.index_stats()["summaries"] == before
+
+
+def test_recovery_over_filtered_lists_in_any_order() -> None:
+    # The filtered list is matched against the source by a cursor, a map
+    # when out of order, and the summary cache for summaries.
+    events = session(seed=5, n=400)
+    bind(events)
+    filtered_list = fc.process_compaction_events(events, "root")
+    for candidate in (
+        filtered_list,
+        list(reversed(filtered_list)),
+        filtered_list[::2] + filtered_list[1::2],
+        [*filtered_list, *events[:5]],
+    ):
+        ours = call(fc.recover_compacted_function_calls, candidate, events)
+        orig = call(ORIG_RECOVER, candidate, events)
+        assert ours.error is None and orig.error is None
+        assert_same_events(ours.value, orig.value, [candidate, events], returned_input=candidate)
+
+
+def test_a_summary_given_other_content_is_read_again_by_recovery() -> None:
+    events = session(seed=5, n=400)
+    bind(events)
+    filtered_list = fc.process_compaction_events(events, "root")
+    # Remembers the summaries' plain views.
+    fc.recover_compacted_function_calls(filtered_list, events)
+    summaries = [e for e in filtered_list if not any(e is x for x in events)]
+    # New content whose parts google-adk cannot read: it raises, and so
+    # must we (by handing the call to it), not answer from the old view.
+    broken = types.Content(role="model", parts=[types.Part(text="s")])
+    broken.__dict__["parts"] = [object()]
+    summaries[-1].content = broken
+    ours = call(fc.recover_compacted_function_calls, filtered_list, events)
+    orig = call(ORIG_RECOVER, filtered_list, events)
+    assert orig.error is not None
+    assert_same_error(ours, orig)

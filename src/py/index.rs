@@ -95,6 +95,11 @@ struct Summary {
     node_info: Vec<Py<PyAny>>,
     /// Bytes it holds (see `summary_size`), measured when cached.
     bytes: usize,
+    /// Its view for call recovery when it holds neither function calls
+    /// nor responses (what a summary usually holds: text), with the
+    /// `content` object it was read from; read by the first recovery that
+    /// meets the summary.
+    plain: Option<(EventView, usize)>,
 }
 
 /// The callback of a cached summary's weak reference to its compaction
@@ -144,7 +149,7 @@ fn weak_ref_with(obj: &Bound<'_, PyAny>, callback: &Bound<'_, PyAny>) -> PyResul
 
 /// The values of an instance dict, in order.
 fn dict_values<'py>(dict: &Bound<'py, PyDict>) -> Vec<Bound<'py, PyAny>> {
-    dict.iter().map(|(_, value)| value).collect()
+    dict.values().iter().collect()
 }
 
 /// The instance dict of a plain object (a summary Event, a NodeInfo).
@@ -334,7 +339,7 @@ impl Tracked {
     }
 
     /// Bytes held by the summary cache: its table, and each cached
-    /// summary as measured when it was cached.
+    /// summary as measured when it was cached (its `plain` view included).
     fn summary_bytes(&self) -> usize {
         crate::core::index::map_bytes(&self.summaries)
             + self.summaries.values().map(|s| s.bytes).sum::<usize>()
@@ -429,6 +434,51 @@ pub struct Loaded<'py> {
 }
 
 impl<'py> Loaded<'py> {
+    /// The summaries this session's index holds, by the address of the
+    /// summary Event (held by the cache, so the address names it).
+    pub fn summaries_by_address(&self) -> FastMap<usize, Slot> {
+        match &self.checkout {
+            Some((_, t)) => t
+                .summaries
+                .iter()
+                .map(|(&slot, s)| (s.event.as_ptr() as usize, slot))
+                .collect(),
+            None => FastMap::default(),
+        }
+    }
+
+    /// The call-recovery view of the cached summary of slot `slot`, `obj`
+    /// itself, read with `need` unless remembered: remembered when it holds
+    /// neither calls nor responses, and reused while `content` is the
+    /// object it was read from (objects are trusted not to change in
+    /// place, as everywhere in the index).
+    pub fn summary_view(
+        &mut self,
+        slot: Slot,
+        obj: &Bound<'py, PyAny>,
+        need: Need,
+    ) -> Extracted<EventView> {
+        let content = obj.getattr(intern!(obj.py(), "content"))?.as_ptr() as usize;
+        if let Some((_, t)) = &self.checkout {
+            if let Some((view, from)) = t.summaries.get(&slot).and_then(|s| s.plain) {
+                if from == content {
+                    return Ok(EventView {
+                        ident: obj.as_ptr() as u64,
+                        ..view
+                    });
+                }
+            }
+        }
+        let view = self.ex.event(obj, need)?;
+        let plain = view.calls.len == 0 && view.responses.len == 0 && !view.has_responses;
+        if let Some((_, t)) = &mut self.checkout {
+            if let Some(summary) = t.summaries.get_mut(&slot) {
+                summary.plain = plain.then_some((view, content));
+            }
+        }
+        Ok(view)
+    }
+
     /// The summary handed out before for the compaction event at `i` of
     /// the list, when it, the event and the author are unchanged.
     pub fn cached_summary(
@@ -491,6 +541,7 @@ impl<'py> Loaded<'py> {
                 event: event.clone().unbind(),
                 values: values.into_iter().map(Bound::unbind).collect(),
                 node_info: node_info.into_iter().map(Bound::unbind).collect(),
+                plain: None,
             },
         );
         Ok(Some(bytes))

@@ -30,20 +30,46 @@ fn run<'py>(
         ..Need::default()
     };
     let mut source = load(source_events, need)?;
-    // The filtered list mostly holds the very objects of the source list:
-    // reuse their views instead of reading them again.
-    let by_ident: FastMap<u64, usize> = source
-        .views
-        .iter()
-        .enumerate()
-        .map(|(j, v)| (v.ident, j))
-        .collect();
+    // The filtered list holds the source's own objects in source order,
+    // and summaries (of this session's cache, mostly): a cursor over the
+    // source finds the former, the summary cache the latter; a map over
+    // the source only when an object is out of order.
+    let summaries = source.summaries_by_address();
+    let mut by_ident: Option<FastMap<u64, usize>> = None;
+    let mut cursor = 0;
     let mut objects = Vec::with_capacity(list.len());
     let mut views = Vec::with_capacity(list.len());
     for obj in list.iter() {
-        let view = match by_ident.get(&(obj.as_ptr() as u64)) {
-            Some(&j) => source.views[j],
-            None => source.ex.event(&obj, need)?,
+        let ident = obj.as_ptr() as u64;
+        let summary = summaries.get(&(ident as usize)).copied();
+        let found = if summary.is_some() {
+            None
+        } else if let Some(map) = &by_ident {
+            map.get(&ident).copied()
+        } else {
+            let ahead = &source.views[cursor.min(source.views.len())..];
+            match ahead.iter().position(|v| v.ident == ident) {
+                Some(k) => Some(cursor + k),
+                None => {
+                    let map: FastMap<u64, usize> = source
+                        .views
+                        .iter()
+                        .enumerate()
+                        .map(|(j, v)| (v.ident, j))
+                        .collect();
+                    let j = map.get(&ident).copied();
+                    by_ident = Some(map);
+                    j
+                }
+            }
+        };
+        let view = match (found, summary) {
+            (Some(j), _) => {
+                cursor = j + 1;
+                source.views[j]
+            }
+            (None, Some(slot)) => source.summary_view(slot, &obj, need)?,
+            (None, None) => source.ex.event(&obj, need)?,
         };
         views.push(view);
         objects.push(obj);
