@@ -9,6 +9,7 @@
 
 use super::event::{CompactionView, EventView, Span, Sym};
 use super::hash::{FastHasher, FastMap};
+use super::slot_table::SlotTable;
 use std::hash::Hasher;
 
 /// A position in the store.
@@ -114,7 +115,11 @@ pub struct EventIndex {
     /// of the first, equal to it when made); 0 for none. Empty until the
     /// first one.
     alias: Vec<usize>,
-    by_ptr: FastMap<usize, Slot>,
+    /// Slots by the address they are bound to, and by their second
+    /// object's; an address is in at most one of them, under the slot
+    /// bound to it last.
+    by_ptr: SlotTable,
+    by_alias: SlotTable,
 }
 
 impl EventIndex {
@@ -132,7 +137,22 @@ impl EventIndex {
     /// the object at `ptr` is still the one seen there.
     #[inline]
     pub fn slot_of_ptr(&self, ptr: usize) -> Option<Slot> {
-        self.by_ptr.get(&ptr).copied()
+        let (stored, alias) = (&self.stored, &self.alias);
+        self.by_ptr
+            .find(ptr, |s| stored[s as usize].ptr)
+            .or_else(|| self.by_alias.find(ptr, |s| alias[s as usize]))
+    }
+
+    /// Forgets which slot `ptr` was bound to (the object there then is
+    /// another one, about to be bound).
+    fn unmap(&mut self, ptr: usize) {
+        let (stored, alias) = (&self.stored, &self.alias);
+        if let Some(s) = self.by_ptr.find(ptr, |s| stored[s as usize].ptr) {
+            self.by_ptr.remove(ptr, s, |s| stored[s as usize].ptr);
+        }
+        if let Some(s) = self.by_alias.find(ptr, |s| alias[s as usize]) {
+            self.by_alias.remove(ptr, s, |s| alias[s as usize]);
+        }
     }
 
     /// The address `slot` was last seen at (0 for none).
@@ -157,12 +177,17 @@ impl EventIndex {
             }
             self.alias.resize(self.stored.len(), 0);
         }
-        let old = std::mem::replace(&mut self.alias[slot as usize], ptr);
-        if old != 0 && self.by_ptr.get(&old) == Some(&slot) {
-            self.by_ptr.remove(&old);
+        let old = self.alias[slot as usize];
+        if old != 0 {
+            let alias = &self.alias;
+            self.by_alias.remove(old, slot, |s| alias[s as usize]);
+            self.alias[slot as usize] = 0;
         }
         if ptr != 0 {
-            self.by_ptr.insert(ptr, slot);
+            self.unmap(ptr);
+            self.alias[slot as usize] = ptr;
+            let alias = &self.alias;
+            self.by_alias.insert(ptr, slot, |s| alias[s as usize]);
         }
     }
 
@@ -187,14 +212,18 @@ impl EventIndex {
     /// it yet, and a second object bound before is unbound.
     pub fn rebind(&mut self, slot: Slot, ptr: usize) {
         self.bind_alias(slot, 0);
-        let stored = &mut self.stored[slot as usize];
-        let old = std::mem::replace(&mut stored.ptr, ptr);
-        stored.verified = 0;
-        if old != 0 && self.by_ptr.get(&old) == Some(&slot) {
-            self.by_ptr.remove(&old);
+        self.stored[slot as usize].verified = 0;
+        let old = self.stored[slot as usize].ptr;
+        if old != 0 {
+            let stored = &self.stored;
+            self.by_ptr.remove(old, slot, |s| stored[s as usize].ptr);
+            self.stored[slot as usize].ptr = 0;
         }
         if ptr != 0 {
-            self.by_ptr.insert(ptr, slot);
+            self.unmap(ptr);
+            self.stored[slot as usize].ptr = ptr;
+            let stored = &self.stored;
+            self.by_ptr.insert(ptr, slot, |s| stored[s as usize].ptr);
         }
     }
 
@@ -461,7 +490,8 @@ impl EventIndex {
             + self.arena.capacity() * std::mem::size_of::<Sym>()
             + self.alias.capacity() * std::mem::size_of::<usize>()
             + map_bytes(&self.by_id)
-            + map_bytes(&self.by_ptr)
+            + self.by_ptr.memory_bytes()
+            + self.by_alias.memory_bytes()
     }
 }
 

@@ -11,6 +11,7 @@ pub mod index;
 pub mod ranges;
 pub mod recover;
 pub mod rewind;
+pub mod slot_table;
 pub mod uuid;
 pub mod window;
 
