@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import gc
+import sys
 import threading
 import weakref
 from collections.abc import Iterator
@@ -367,7 +368,8 @@ def test_originals_known_only_through_copies_are_adopted_at_copy_time(edit: bool
         assert_same_filtering(third.events)
         assert delta(before, "by_id") == delta(before, "read") == 0
         before = _native.index_stats()
-        assert_same_filtering(copy.deepcopy(stored).events)
+        fourth = copy.deepcopy(stored)
+        assert_same_filtering(fourth.events)
         assert delta(before, "by_id") == delta(before, "read") == 0
     finally:
         fc.uninstall()
@@ -426,3 +428,56 @@ def test_a_summary_given_other_content_is_read_again_by_recovery() -> None:
     orig = call(ORIG_RECOVER, filtered_list, events)
     assert orig.error is not None
     assert_same_error(ours, orig)
+
+
+def test_copies_are_held_while_their_session_copy_lives_and_no_longer() -> None:
+    from google.adk.sessions.session import Session
+
+    events = session()
+    stored = Session(id="s", app_name="a", user_id="u", events=events)
+    fc.install()
+    try:
+        bind(stored.events)
+        copied = copy.deepcopy(stored)
+        held = weakref.ref(copied.events[5])
+        kept = copied.events
+        # While the session copy lives its events are known by address.
+        before = _native.index_stats()
+        assert_same_filtering(kept)
+        assert delta(before, "by_id") == delta(before, "read") == 0
+        # Once it dies the index lets go of them: a list that outlived it
+        # is matched by id (and read), never by a stale address.
+        del copied
+        gc.collect()
+        before = _native.index_stats()
+        assert_same_filtering(kept)
+        assert delta(before, "by_id") == len(kept)
+        del kept
+        gc.collect()
+        assert held() is None
+    finally:
+        fc.uninstall()
+
+
+def test_copy_holders_go_with_their_session_copies() -> None:
+    from google.adk.sessions.session import Session
+
+    stored = Session(id="s", app_name="a", user_id="u", events=session())
+
+    def copies(n: int) -> int:
+        for _ in range(n):
+            copied = copy.deepcopy(stored)
+            fc.apply_rewinds(copied.events)
+            del copied
+        gc.collect()
+        return sys.getallocatedblocks()
+
+    fc.install()
+    try:
+        bind(stored.events)
+        before = copies(20)  # steady state
+        # Nothing per copy is left behind (a holder, its weak reference):
+        # one block per copy would be 200.
+        assert copies(200) - before < 100
+    finally:
+        fc.uninstall()

@@ -73,7 +73,7 @@ def index_clear() -> None:
     read is trusted to keep what it showed while it lives.
     """
 
-def index_copied(old: object, new: object) -> None:
+def index_copied(old: object, new: object, session: object) -> None:
     """Binds the deep copies in `new` to the index slots of the events in `old`.
 
     Called by the patched `Session.__deepcopy__` after copying a session's
@@ -83,6 +83,8 @@ def index_copied(old: object, new: object) -> None:
     Args:
       old: The events copied from (a list of Events).
       new: Their copies, in the same order.
+      session: The session copy holding `new`: the copies are held (and
+        recognised by address) until it dies.
     """
 
 def index_configure(*, enabled: bool | None = None, max_sessions: int | None = None) -> None:

@@ -16,6 +16,10 @@
 //! - **a deep copy of a bound object**, bound at copy time by
 //!   [`index_copied`] (called from the `Session.__deepcopy__` that
 //!   `install()` wraps): it equals its source in every field when made. The
+//!   copies are held strongly by a [`CopyHolder`] until the session copy
+//!   they were made for dies (the holder is the callback of a weak
+//!   reference to it), so while it lives an address names its copy with no
+//!   weak reference per event; after, they are objects with known ids. The
 //!   source, the stored original a session service copies for every
 //!   invocation, is then held strongly (it lives as long as the session).
 //!   A source known by id only (an event first read through a copy: the
@@ -54,6 +58,7 @@ use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 /// One session's index and what belongs with it on the Python side.
@@ -67,9 +72,14 @@ struct Tracked {
     /// as long as the session anyway).
     primary: Vec<Option<Py<PyAny>>>,
     strong: Vec<bool>,
-    /// Weak reference to each slot's second object (a deep copy of the
-    /// first, bound by [`index_copied`]); empty until the first copy.
-    alias: Vec<Option<Py<PyAny>>>,
+    /// Per slot, the [`CopyHolder`] of its second object (a deep copy of
+    /// the first, bound by [`index_copied`]), by number; 0 for none. Empty
+    /// until the first copy.
+    alias_holder: Vec<u32>,
+    /// The holders of the copies bound so far (dead ones pruned at the
+    /// next copy), by number, ascending.
+    holders: Vec<(u32, Py<CopyHolder>)>,
+    next_holder: u32,
     /// Summary Events built for compaction events, by slot.
     summaries: FastMap<Slot, Summary>,
     /// The addresses of the last list read directly, as a one-hash bitmap
@@ -100,6 +110,49 @@ struct Summary {
     /// `content` object it was read from; read by the first recovery that
     /// meets the summary.
     plain: Option<(EventView, usize)>,
+}
+
+/// The deep copies of one `index_copied` call, held strongly while the
+/// session copy they belong to lives: an address can only be reused after
+/// its object is freed, so while the holder is alive an object at a bound
+/// copy's address is that copy, with no weak reference per event. The
+/// holder is the callback of a weak reference to the copied session, so it
+/// lets go of the copies when the session copy dies (during its
+/// deallocation, where the copies would be freed anyway; not in our next
+/// call).
+#[pyclass(frozen)]
+struct CopyHolder {
+    objects: Mutex<Vec<Py<PyAny>>>,
+    alive: AtomicBool,
+    /// The weak reference to the session copy, kept so the callback runs
+    /// (CPython drops its reference to the callback once it ran).
+    session: Mutex<Option<Py<PyAny>>>,
+}
+
+impl CopyHolder {
+    fn memory_bytes(&self) -> usize {
+        let objects = self.objects.lock().map(|v| v.capacity()).unwrap_or(0);
+        std::mem::size_of::<Self>() + objects * std::mem::size_of::<Py<PyAny>>() + 64
+    }
+}
+
+#[pymethods]
+impl CopyHolder {
+    fn __call__(&self, _weak: &Bound<'_, PyAny>) {
+        self.alive.store(false, Ordering::Release);
+        let objects = match self.objects.lock() {
+            Ok(mut v) => std::mem::take(&mut *v),
+            Err(p) => std::mem::take(&mut *p.into_inner()),
+        };
+        // The weak reference has fired: of no further use.
+        let session = match self.session.lock() {
+            Ok(mut w) => w.take(),
+            Err(p) => p.into_inner().take(),
+        };
+        // Released with no lock held: freeing them may run callbacks.
+        drop(objects);
+        drop(session);
+    }
 }
 
 /// The callback of a cached summary's weak reference to its compaction
@@ -211,15 +264,17 @@ impl Tracked {
             interner: Interner::default(),
             primary: Vec::new(),
             strong: Vec::new(),
-            alias: Vec::new(),
+            alias_holder: Vec::new(),
+            holders: Vec::new(),
+            next_holder: 1,
             summaries: FastMap::default(),
             seen: Vec::new(),
             last_used: 0,
         }
     }
 
-    /// Bytes held by the index proper: the Rust structures and the weak
-    /// reference objects.
+    /// Bytes held by the index proper: the Rust structures, the weak
+    /// reference objects, and the copy holders' references.
     fn memory_bytes(&self) -> usize {
         // A weak reference object is 64 bytes in CPython (pymalloc class 64).
         let weak = self
@@ -227,15 +282,32 @@ impl Tracked {
             .iter()
             .zip(&self.strong)
             .filter(|(p, &strong)| p.is_some() && !strong)
-            .count()
-            + self.alias.iter().filter(|w| w.is_some()).count();
+            .count();
+        let held: usize = self
+            .holders
+            .iter()
+            .map(|(_, h)| h.get().memory_bytes())
+            .sum();
         self.core.memory_bytes()
             + self.interner.memory_bytes()
             + self.primary.capacity() * std::mem::size_of::<Option<Py<PyAny>>>()
             + self.strong.capacity()
-            + self.alias.capacity() * std::mem::size_of::<Option<Py<PyAny>>>()
+            + self.alias_holder.capacity() * std::mem::size_of::<u32>()
             + self.seen.capacity() * 8
             + weak * 64
+            + held
+    }
+
+    /// Whether the copies held by holder number `id` are still held.
+    #[inline]
+    fn holder_alive(&self, id: u32) -> bool {
+        id != 0
+            && self
+                .holders
+                .iter()
+                .rev()
+                .find(|(h, _)| *h == id)
+                .is_some_and(|(_, h)| h.get().alive.load(Ordering::Acquire))
     }
 
     /// Whether a call on `list` should go through the index: when at least
@@ -318,10 +390,9 @@ impl Tracked {
             })
             || (self.core.alias(slot) == addr
                 && self
-                    .alias
+                    .alias_holder
                     .get(s)
-                    .and_then(Option::as_ref)
-                    .is_some_and(|w| points_at(w, ptr)))
+                    .is_some_and(|&id| self.holder_alive(id)))
     }
 
     /// The slot the object at `ptr` is bound to, trying `next` first.
@@ -665,7 +736,11 @@ fn event_id<'py>(obj: &Bound<'py, PyAny>) -> Extracted<Option<Bound<'py, PyStrin
 /// Sources the index does not know are left alone, and so is anything but
 /// two lists of one length holding exact `Event`s.
 #[pyfunction]
-pub fn index_copied(old: &Bound<'_, PyAny>, new: &Bound<'_, PyAny>) -> PyResult<()> {
+pub fn index_copied(
+    old: &Bound<'_, PyAny>,
+    new: &Bound<'_, PyAny>,
+    session: &Bound<'_, PyAny>,
+) -> PyResult<()> {
     let start = std::time::Instant::now();
     let (Ok(old), Ok(new)) = (old.cast_exact::<PyList>(), new.cast_exact::<PyList>()) else {
         return Ok(());
@@ -681,10 +756,30 @@ pub fn index_copied(old: &Bound<'_, PyAny>, new: &Bound<'_, PyAny>) -> PyResult<
     let Some(mut t) = checkout_existing(&key) else {
         return Ok(());
     };
-    let event_type = super::extract::types(old.py())?
-        .event
-        .bind(old.py())
-        .clone();
+    let py = old.py();
+    let holder = Bound::new(
+        py,
+        CopyHolder {
+            objects: Mutex::new(Vec::new()),
+            alive: AtomicBool::new(true),
+            session: Mutex::new(None),
+        },
+    )?;
+    let Ok(weak) = weak_ref_with(session, holder.as_any()) else {
+        // A session that takes no weak reference: its copies go unbound.
+        PyErr::take(py);
+        checkin(key, t);
+        return Ok(());
+    };
+    if let Ok(mut w) = holder.get().session.lock() {
+        *w = Some(weak);
+    }
+    let holder_id = t.next_holder;
+    t.next_holder += 1;
+    t.holders
+        .retain(|(_, h)| h.get().alive.load(Ordering::Acquire));
+    let mut held: Vec<Py<PyAny>> = Vec::with_capacity(new.len());
+    let event_type = super::extract::types(py)?.event.bind(py).clone();
     let mut copied = 0;
     let mut adopted = 0;
     let mut changed = 0;
@@ -717,14 +812,11 @@ pub fn index_copied(old: &Bound<'_, PyAny>, new: &Bound<'_, PyAny>) -> PyResult<
             t.primary[k] = Some(o.clone().unbind());
             t.strong[k] = true;
         }
-        if let Err(err) = bind_copy(&mut t, s, &n) {
-            result = Err(err);
-            break;
-        }
+        bind_copy(&mut t, s, &n, holder_id, &mut held);
         copied += 1;
     }
     if result.is_ok() && !misses.is_empty() {
-        match adopt(&mut t, &misses) {
+        match adopt(&mut t, &misses, holder_id, &mut held) {
             Ok(c) => {
                 adopted = misses.len() as u64;
                 changed = c;
@@ -737,6 +829,10 @@ pub fn index_copied(old: &Bound<'_, PyAny>, new: &Bound<'_, PyAny>) -> PyResult<
             Err(Outcome::Error(err)) => return Err(err),
         }
     }
+    if let Ok(mut objects) = holder.get().objects.lock() {
+        *objects = held;
+    }
+    t.holders.push((holder_id, holder.unbind()));
     checkin(key, t);
     let mut reg = registry();
     reg.counters.copied += copied + adopted;
@@ -747,14 +843,22 @@ pub fn index_copied(old: &Bound<'_, PyAny>, new: &Bound<'_, PyAny>) -> PyResult<
 }
 
 /// Binds the deep copy `n` as the second object of slot `s`.
-fn bind_copy(t: &mut Tracked, s: Slot, n: &Bound<'_, PyAny>) -> PyResult<()> {
+/// Binds the deep copy `n` as the second object of slot `s`, held by
+/// holder number `holder` (`n` is added to `held`, which goes to it).
+fn bind_copy(
+    t: &mut Tracked,
+    s: Slot,
+    n: &Bound<'_, PyAny>,
+    holder: u32,
+    held: &mut Vec<Py<PyAny>>,
+) {
     let k = s as usize;
-    if t.alias.len() <= k {
-        t.alias.resize_with(t.core.len(), || None);
+    if t.alias_holder.len() <= k {
+        t.alias_holder.resize(t.core.len(), 0);
     }
-    t.alias[k] = Some(weak_ref(n)?);
+    t.alias_holder[k] = holder;
     t.core.bind_alias(s, n.as_ptr() as usize);
-    Ok(())
+    held.push(n.clone().unbind());
 }
 
 /// The slot of the event `obj`'s `id` (an exact `Event` with a `str` id).
@@ -775,7 +879,12 @@ fn known_id(t: &Tracked, obj: &Bound<'_, PyAny>) -> PyResult<Option<Slot>> {
 /// call does, so a source that differs replaces what was stored), then
 /// bound strongly (it is the stored original), its copy as second object.
 /// Returns how many differed from what was stored.
-fn adopt(t: &mut Tracked, misses: &[(Bound<'_, PyAny>, Bound<'_, PyAny>, Slot)]) -> Extracted<u64> {
+fn adopt(
+    t: &mut Tracked,
+    misses: &[(Bound<'_, PyAny>, Bound<'_, PyAny>, Slot)],
+    holder: u32,
+    held: &mut Vec<Py<PyAny>>,
+) -> Extracted<u64> {
     let py = misses[0].0.py();
     let groups = misses.iter().fold(0, |g, &(_, _, s)| g | t.core.known(s));
     let need = normalized(need_of(groups));
@@ -791,8 +900,8 @@ fn adopt(t: &mut Tracked, misses: &[(Bound<'_, PyAny>, Bound<'_, PyAny>, Slot)])
         t.core.rebind(*s, o.as_ptr() as usize);
         t.primary[k] = Some(o.clone().unbind());
         t.strong[k] = true;
-        if let Some(alias) = t.alias.get_mut(k) {
-            *alias = None;
+        if let Some(alias) = t.alias_holder.get_mut(k) {
+            *alias = 0;
         }
         if t.core
             .merge(*s, &view, groups_of(need), &scratch)
@@ -800,7 +909,7 @@ fn adopt(t: &mut Tracked, misses: &[(Bound<'_, PyAny>, Bound<'_, PyAny>, Slot)])
         {
             changed += 1;
         }
-        bind_copy(t, *s, n)?;
+        bind_copy(t, *s, n, holder, held);
     }
     Ok(changed)
 }
@@ -1067,8 +1176,8 @@ fn resolve<'py>(
                 t.core.rebind(slot, addr);
                 t.primary[slot as usize] = Some(weak_ref(obj)?);
                 t.strong[slot as usize] = false;
-                if let Some(alias) = t.alias.get_mut(slot as usize) {
-                    *alias = None;
+                if let Some(alias) = t.alias_holder.get_mut(slot as usize) {
+                    *alias = 0;
                 }
                 if t.core
                     .merge(slot, &view, groups, &scratch)
