@@ -481,3 +481,63 @@ def test_copy_holders_go_with_their_session_copies() -> None:
         assert copies(200) - before < 100
     finally:
         fc.uninstall()
+
+
+def test_pricing_reuses_what_the_window_selection_read_of_its_list() -> None:
+    from adk_fastcompact import _compaction
+    from google.adk.apps import compaction as adk_compaction
+
+    def saved(events: list[Event], extra: Event, handle: object) -> Any:
+        token = _compaction._selected.set(handle)
+        try:
+            return call(
+                lambda: _compaction.prompt_chars_saved(events=events, compaction_event=extra)
+            )
+        finally:
+            _compaction._selected.reset(token)
+
+    def original(events: list[Event], extra: Event) -> Any:
+        return call(
+            lambda: adk_compaction._prompt_chars_saved(events=events, compaction_event=extra)
+        )
+
+    def reads() -> int:
+        s = _native.index_stats()
+        return int(s["by_identity"] + s["by_id"] + s["read"] + s["direct"])
+
+    checked = 0
+    for seed in range(40):
+        events = session(seed=seed, n=200)
+        selected = _native.sliding_window(events, 3, 1)
+        assert selected is not None
+        live, handle = selected[0], selected[3]
+        extra = _compaction_event(live, live[0].timestamp, live[len(live) // 2].timestamp)
+        before = reads()
+        ours = saved(live, extra, handle)
+        assert reads() == before  # answered from the handle
+        assert_same_error(ours, original(live, extra))
+        assert ours.value == original(live, extra).value
+        # A changed list (an event replaced, or one more) is read again.
+        for changed in (
+            [*live[:-1], copy.deepcopy(live[-1])],
+            [*live, copy.deepcopy(live[-1])],
+        ):
+            before = reads()
+            ours = saved(changed, extra, handle)
+            assert reads() > before
+            assert ours.value == original(changed, extra).value
+        # The very list, edited in place, too.
+        live[0] = copy.deepcopy(live[0])
+        live[0].actions = EventActions(
+            compaction=EventCompaction(
+                start_timestamp=live[0].timestamp,
+                end_timestamp=live[-1].timestamp,
+                compacted_content=types.Content(role="model", parts=[types.Part(text="x")]),
+            )
+        )
+        before = reads()
+        ours = saved(live, extra, handle)
+        assert reads() > before
+        assert ours.value == original(live, extra).value
+        checked += 1
+    assert checked == 40

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncGenerator
+from contextvars import ContextVar
 from typing import Any
 
 from google.adk.apps import compaction as _adk
@@ -29,6 +30,11 @@ from google.adk.platform import time as _platform_time
 from google.genai import types
 
 from . import _native, _reference, _summaries
+
+_selected: ContextVar[Any] = ContextVar("adk_fastcompact_selected", default=None)
+"""The handle (`_native.Selected`) of the window selection whose live list
+google-adk is about to price with `_prompt_chars_saved`, while it does: the
+list's events need not be read again."""
 
 # The serialized size of google-adk's weightless summary content.
 _EMPTY_SUMMARY_SIZE = len(
@@ -106,7 +112,7 @@ async def run_compaction_for_sliding_window(
         async for event in original(app, session, session_service):
             yield event
         return
-    events, events_to_compact, pricing = selected
+    events, events_to_compact, pricing, handle = selected
     if not events:
         return
     if config is None:
@@ -131,13 +137,17 @@ async def run_compaction_for_sliding_window(
     if config.summarizer is None:
         return
 
-    compaction_event = await _adk._summarize_events_with_trace(
-        session=session,
-        config=config,
-        events=events,
-        events_to_compact=events_to_compact,
-        trigger="sliding_window",
-    )
+    token = _selected.set(handle)
+    try:
+        compaction_event = await _adk._summarize_events_with_trace(
+            session=session,
+            config=config,
+            events=events,
+            events_to_compact=events_to_compact,
+            trigger="sliding_window",
+        )
+    finally:
+        _selected.reset(token)
     logger.debug("Event compactor finished.")
     if compaction_event:
         yield compaction_event
@@ -177,7 +187,9 @@ async def run_compaction_for_token_threshold_config(
             current_branch=current_branch,
             isolation_scope=isolation_scope,
         )
-    rewound_events, events, prompt_token_count, events_to_compact, seed_from, pricing = selected
+    rewound_events, events, prompt_token_count, events_to_compact, seed_from, pricing, handle = (
+        selected
+    )
 
     if prompt_token_count is None:
         prompt_token_count = _adk._estimate_prompt_token_count(
@@ -212,13 +224,17 @@ async def run_compaction_for_token_threshold_config(
     if config.summarizer is None:
         return False
 
-    compaction_event = await _adk._summarize_events_with_trace(
-        session=session,
-        config=config,
-        events=events,
-        events_to_compact=events_to_compact,
-        trigger="token_threshold",
-    )
+    token = _selected.set(handle)
+    try:
+        compaction_event = await _adk._summarize_events_with_trace(
+            session=session,
+            config=config,
+            events=events,
+            events_to_compact=events_to_compact,
+            trigger="token_threshold",
+        )
+    finally:
+        _selected.reset(token)
     if compaction_event:
         compaction_event.isolation_scope = isolation_scope
         await session_service.append_event(session=session, event=compaction_event)
@@ -241,7 +257,7 @@ def prompt_chars_saved(*, events: list[Event], compaction_event: Event) -> int:
     serializes both in full; the items the two share have equal sizes, so
     Rust finds the items whose presence changes and only those are measured.
     """
-    delta = _native.prompt_chars_delta(events, compaction_event)
+    delta = _native.prompt_chars_delta(events, compaction_event, _selected.get())
     if delta is None:
         return _reference.original("prompt_chars_saved")(
             events=events, compaction_event=compaction_event

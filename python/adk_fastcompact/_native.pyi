@@ -9,12 +9,13 @@ a list); the wrappers in `adk_fastcompact` then call google-adk's function.
 """
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, final
 
 from google.adk.events.event import Event
 from google.genai.types import Content
 
 __all__ = [
+    "Selected",
     "__version__",
     "analyze_sessions",
     "apply_rewinds",
@@ -163,14 +164,24 @@ def recover_compacted_function_calls(events: object, source_events: object) -> l
       None to decline.
     """
 
+@final
+class Selected:
+    """What a window selection read of the live list it handed out.
+
+    Given back to `prompt_chars_delta` with that list (unchanged: same
+    length, the same object at every position), it spares reading the
+    list's events again.
+    """
+
 def prompt_chars_delta(
-    events: object, compaction_event: object
+    events: object, compaction_event: object, selected: Selected | None = None
 ) -> tuple[list[Content | None], list[Content | None], int] | None:
     """What appending a compaction to the history changes in the prompt.
 
     Args:
       events: The session events the compaction would be appended to.
       compaction_event: The compaction event to price.
+      selected: The handle of the selection that handed out `events`, if any.
 
     Returns:
       `(removed, added, materialized)`: the request contents of the
@@ -186,6 +197,7 @@ def sliding_window(
         list[Event],
         list[Event],
         tuple[list[Content | None], list[Content | None], bool, Content | None, int] | None,
+        Selected,
     ]
     | None
 ):
@@ -197,12 +209,12 @@ def sliding_window(
       overlap_size: Earlier invocations the window reaches back.
 
     Returns:
-      `(events, events_to_compact, pricing)`: the live unscoped events, the
-      window after the function-call pairing trim, and (for a non-empty
-      window) `(removed, added, weightless_added, previous_summary,
+      `(events, events_to_compact, pricing, selected)`: the live unscoped
+      events, the window after the function-call pairing trim, (for a
+      non-empty window) `(removed, added, weightless_added, previous_summary,
       materialized)`, what google-adk's weightless-summary pricing changes in
-      the filtered history and how many summary Events it builds doing so;
-      or None to decline.
+      the filtered history and how many summary Events it builds doing so,
+      and the `Selected` handle of `events`; or None to decline.
     """
 
 def token_threshold_selection(
@@ -215,6 +227,7 @@ def token_threshold_selection(
         list[Event],
         Event | None,
         tuple[list[Content | None], list[Content | None], bool, Content | None, int] | None,
+        Selected,
     ]
     | None
 ):
@@ -228,8 +241,9 @@ def token_threshold_selection(
 
     Returns:
       `(rewound_events, events, prompt_token_count, events_to_compact,
-      seed_compaction_event, pricing)`, or None to decline. The count is None
+      seed_compaction_event, pricing, selected)`, or None to decline. The count is None
       where google-adk falls back to its estimate; the rolling-summary seed is
       not in `events_to_compact` and is built from `seed_compaction_event`;
-      `pricing` is as for `sliding_window`, with the seed priced too.
+      `pricing` is as for `sliding_window`, with the seed priced too;
+      `selected` is the `Selected` handle of `events`.
     """

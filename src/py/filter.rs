@@ -1,9 +1,11 @@
 //! Binding of `core::filter`.
 
 use super::error::{finish, Extracted, Outcome};
+use super::extract::Extractor;
 use super::extract::Need;
 use super::index::load;
 use super::summary;
+use super::window::Selected;
 use crate::core::filter::{self, Item};
 use crate::core::guarded;
 use pyo3::intern;
@@ -122,13 +124,17 @@ pub fn request_content<'py>(event: &Bound<'py, PyAny>, item: Item) -> PyResult<B
 /// contents (`Content | None`) that appending `compaction_event` to `events`
 /// removes from and adds to the filtered history, and how many summary
 /// Events google-adk builds (drawing an id each) while measuring that; or
-/// `None` to decline.
+/// `None` to decline. With `selected` (what the window selection that
+/// handed out `events` read of them), the events are not read again when
+/// `events` is that list, unchanged.
 #[pyfunction]
+#[pyo3(signature = (events, compaction_event, selected = None))]
 pub fn prompt_chars_delta<'py>(
     events: &Bound<'py, PyAny>,
     compaction_event: &Bound<'py, PyAny>,
+    selected: Option<&Bound<'py, Selected>>,
 ) -> PyResult<Option<Delta<'py>>> {
-    finish(run_delta(events, compaction_event))
+    finish(run_delta(events, compaction_event, selected))
 }
 
 /// `(removed, added, materialized)`.
@@ -137,19 +143,37 @@ type Delta<'py> = (Bound<'py, PyList>, Bound<'py, PyList>, usize);
 fn run_delta<'py>(
     events: &Bound<'py, PyAny>,
     compaction_event: &Bound<'py, PyAny>,
+    selected: Option<&Bound<'py, Selected>>,
 ) -> Extracted<Delta<'py>> {
     let py = events.py();
     let need = FILTER;
-    let mut batch = load(events, need)?;
-    let extra = batch.ex.event(compaction_event, need)?;
-    batch.objects.push(compaction_event.clone());
-    let views = std::mem::take(&mut batch.views);
+    let known = selected.and_then(|s| s.get().views_of(events));
+    let mut batch = None;
+    let mut fresh = None;
+    let (mut objects, views) = match known {
+        Some(known) => known,
+        None => {
+            let loaded = batch.insert(load(events, need)?);
+            (
+                std::mem::take(&mut loaded.objects),
+                std::mem::take(&mut loaded.views),
+            )
+        }
+    };
+    // The batch's own extractor when there is a batch: its arena is the
+    // index's while the index is checked out, and goes back with it.
+    let ex = match batch.as_mut() {
+        Some(loaded) => &mut loaded.ex,
+        None => fresh.insert(Extractor::new(py)?),
+    };
+    let extra = ex.event(compaction_event, need)?;
+    objects.push(compaction_event.clone());
     let diff = py.detach(move || guarded(|| filter::presence_diff(&views, extra)))?;
     let contents = |items: &[Item]| -> PyResult<Bound<'py, PyList>> {
         let out = PyList::empty(py);
         for &item in items {
             let (Item::Raw(i) | Item::Summary(i)) = item;
-            out.append(request_content(&batch.objects[i], item)?)?;
+            out.append(request_content(&objects[i], item)?)?;
         }
         Ok(out)
     };

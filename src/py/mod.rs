@@ -17,6 +17,7 @@ use pyo3::prelude::*;
 /// Adds the module's functions and `__version__`.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_class::<window::Selected>()?;
     m.add_function(wrap_pyfunction!(error::decline_counts, m)?)?;
     m.add_function(wrap_pyfunction!(analysis::analyze_sessions, m)?)?;
     m.add_function(wrap_pyfunction!(index::index_clear, m)?)?;

@@ -30,6 +30,64 @@ const FULL: Need = Need {
     ..LIGHT
 };
 
+/// A list a window selection handed out (the live history google-adk then
+/// passes to `_prompt_chars_saved`), with what the selection read of its
+/// events: their views for prompt filtering. `prompt_chars_delta` uses them
+/// instead of reading the events again when it is given this very list,
+/// unchanged (same length, the same object at every position; the handle
+/// holds the objects, so an address cannot have been reused).
+#[pyclass(frozen)]
+pub struct Selected {
+    list: Py<PyList>,
+    objects: Vec<Py<PyAny>>,
+    views: Vec<EventView>,
+}
+
+impl Selected {
+    fn new<'py>(
+        list: &Bound<'py, PyList>,
+        objects: &[Bound<'py, PyAny>],
+        views: &[EventView],
+        idx: &[usize],
+    ) -> Self {
+        Selected {
+            list: list.clone().unbind(),
+            objects: idx.iter().map(|&i| objects[i].clone().unbind()).collect(),
+            // Only what prompt filtering reads (no spans into this call's arena).
+            views: idx
+                .iter()
+                .map(|&i| EventView {
+                    ident: views[i].ident,
+                    timestamp: views[i].timestamp,
+                    compaction: views[i].compaction,
+                    ..EventView::default()
+                })
+                .collect(),
+        }
+    }
+
+    /// The views of `list`'s events, when it is the handed-out list unchanged.
+    pub fn views_of<'py>(
+        &self,
+        list: &Bound<'py, PyAny>,
+    ) -> Option<(Vec<Bound<'py, PyAny>>, Vec<EventView>)> {
+        let py = list.py();
+        if !list.is(self.list.bind(py)) {
+            return None;
+        }
+        let list = self.list.bind(py);
+        if list.len() != self.objects.len() {
+            return None;
+        }
+        let objects: Vec<Bound<'py, PyAny>> = list.iter().collect();
+        objects
+            .iter()
+            .zip(&self.objects)
+            .all(|(now, then)| now.is(then))
+            .then(|| (objects, self.views.clone()))
+    }
+}
+
 /// The live events of the session: rewinds applied, then only those `keep`s.
 fn live(views: &[EventView], keep: impl Fn(&EventView) -> bool) -> Vec<usize> {
     rewind::apply_rewinds(views)
@@ -104,7 +162,12 @@ type Pricing<'py> = (
 );
 
 /// `(events, events_to_compact, pricing)`.
-type SlidingOut<'py> = (Bound<'py, PyList>, Bound<'py, PyList>, Option<Pricing<'py>>);
+type SlidingOut<'py> = (
+    Bound<'py, PyList>,
+    Bound<'py, PyList>,
+    Option<Pricing<'py>>,
+    Bound<'py, Selected>,
+);
 
 /// The sliding window of `_run_compaction_for_sliding_window`, or `None` to
 /// decline.
@@ -161,10 +224,13 @@ fn run_sliding<'py>(
         let weightless = window::weightless_compaction(&views, to_compact);
         Some(price(py, &objects, &views, &live, weightless)?)
     };
+    let events = objects_of(py, &objects, &live)?;
+    let selected = Bound::new(py, Selected::new(&events, &objects, &views, &live))?;
     Ok((
-        objects_of(py, &objects, &live)?,
+        events,
         objects_of(py, &objects, to_compact)?,
         pricing,
+        selected,
     ))
 }
 
@@ -217,6 +283,7 @@ type TokenOut<'py> = (
     Bound<'py, PyList>,
     Option<Bound<'py, PyAny>>,
     Option<Pricing<'py>>,
+    Bound<'py, Selected>,
 );
 
 /// The token-threshold inputs of `_run_compaction_for_token_threshold_config`:
@@ -309,12 +376,15 @@ fn run_token<'py>(
             window::weightless_over(stamps),
         )?)
     };
+    let events = objects_of(py, &objects, &scoped)?;
+    let selected = Bound::new(py, Selected::new(&events, &objects, &views, &scoped))?;
     Ok((
         objects_of(py, &objects, &rewound)?,
-        objects_of(py, &objects, &scoped)?,
+        events,
         count,
         objects_of(py, &objects, &selection.to_compact)?,
         selection.seed_from.map(|i| objects[i].clone()),
         pricing,
+        selected,
     ))
 }
