@@ -497,3 +497,26 @@ def test_non_list_recover(events_view: str, source_view: str) -> None:
     ours = call(fc.recover_compacted_function_calls, *ours_args)
     orig = call(ORIG_RECOVER, *orig_args)
     compare_view_outcomes(ours, orig, ours_args[0], orig_args[0], processed + events)
+
+
+def test_compaction_ranges_hand_back_a_nan_bound_as_the_callers_object() -> None:
+    content = types.Content(role="model", parts=[types.Part(text="s")])
+    events = [Event(author="a", timestamp=float(k), invocation_id=f"i{k}") for k in range(1, 6)]
+    for start, end in ((1.0, 2.0), (NAN, 4.0), (3.0, NAN)):
+        events.append(
+            Event(
+                author="a",
+                timestamp=10.0 + len(events),
+                actions=EventActions(
+                    compaction=EventCompaction(
+                        start_timestamp=start, end_timestamp=end, compacted_content=content
+                    )
+                ),
+            )
+        )
+    ours, orig = call(fc.get_compaction_ranges, events), call(ORIG_GET_COMPACTION_RANGES, events)
+    assert assert_same_error(ours, orig)
+    assert_same_ranges(ours.value, orig.value)
+    # Tuples compare equal to google-adk's: a NaN is the very same object.
+    assert ours.value == orig.value
+    assert any(b != b for r in ours.value for b in r[1:])
