@@ -96,6 +96,29 @@ def _worth_compacting(pricing: Any) -> bool:
     return removable > _content_size(previous)
 
 
+async def _summarize(
+    session: Any,
+    config: Any,
+    events: list[Event],
+    events_to_compact: list[Event],
+    trigger: str,
+    handle: Any,
+) -> Event | None:
+    """google-adk's `_summarize_events_with_trace`, with the selection's
+    handle in scope for the `_prompt_chars_saved` it computes on `events`."""
+    token = _selected.set(handle)
+    try:
+        return await _adk._summarize_events_with_trace(
+            session=session,
+            config=config,
+            events=events,
+            events_to_compact=events_to_compact,
+            trigger=trigger,
+        )
+    finally:
+        _selected.reset(token)
+
+
 async def run_compaction_for_sliding_window(
     app: Any, session: Any, session_service: Any
 ) -> AsyncGenerator[Event, None]:
@@ -137,17 +160,9 @@ async def run_compaction_for_sliding_window(
     if config.summarizer is None:
         return
 
-    token = _selected.set(handle)
-    try:
-        compaction_event = await _adk._summarize_events_with_trace(
-            session=session,
-            config=config,
-            events=events,
-            events_to_compact=events_to_compact,
-            trigger="sliding_window",
-        )
-    finally:
-        _selected.reset(token)
+    compaction_event = await _summarize(
+        session, config, events, events_to_compact, "sliding_window", handle
+    )
     logger.debug("Event compactor finished.")
     if compaction_event:
         yield compaction_event
@@ -224,17 +239,9 @@ async def run_compaction_for_token_threshold_config(
     if config.summarizer is None:
         return False
 
-    token = _selected.set(handle)
-    try:
-        compaction_event = await _adk._summarize_events_with_trace(
-            session=session,
-            config=config,
-            events=events,
-            events_to_compact=events_to_compact,
-            trigger="token_threshold",
-        )
-    finally:
-        _selected.reset(token)
+    compaction_event = await _summarize(
+        session, config, events, events_to_compact, "token_threshold", handle
+    )
     if compaction_event:
         compaction_event.isolation_scope = isolation_scope
         await session_service.append_event(session=session, event=compaction_event)

@@ -45,6 +45,14 @@ impl SlotTable {
     /// The slot whose key is `key`.
     #[inline]
     pub fn find(&self, key: usize, key_of: impl Fn(Slot) -> usize) -> Option<Slot> {
+        self.position(key, |s| key_of(s) == key)
+            .map(|i| self.buckets[i])
+    }
+
+    /// The bucket of the first entry of `key`'s probe sequence that
+    /// `matches`, before an empty bucket.
+    #[inline]
+    fn position(&self, key: usize, matches: impl Fn(Slot) -> bool) -> Option<usize> {
         if self.len == 0 {
             return None;
         }
@@ -55,8 +63,8 @@ impl SlotTable {
             if slot == EMPTY {
                 return None;
             }
-            if key_of(slot) == key {
-                return Some(slot);
+            if matches(slot) {
+                return Some(i);
             }
             i = (i + 1) & mask;
         }
@@ -80,21 +88,10 @@ impl SlotTable {
 
     /// Removes the entry of `slot` under `key`; whether there was one.
     pub fn remove(&mut self, key: usize, slot: Slot, key_of: impl Fn(Slot) -> usize) -> bool {
-        if self.len == 0 {
+        let Some(mut i) = self.position(key, |s| s == slot && key_of(s) == key) else {
             return false;
-        }
+        };
         let mask = self.buckets.len() - 1;
-        let mut i = home(key, mask);
-        loop {
-            let s = self.buckets[i];
-            if s == EMPTY {
-                return false;
-            }
-            if s == slot && key_of(s) == key {
-                break;
-            }
-            i = (i + 1) & mask;
-        }
         // Backward shift: move later entries of the cluster into the hole
         // when the hole lies between their home and where they are.
         let mut j = i;

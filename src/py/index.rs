@@ -732,9 +732,11 @@ fn event_id<'py>(obj: &Bound<'py, PyAny>) -> Extracted<Option<Bound<'py, PyStrin
 /// this after copying a session's events, see `_patch`). A deep copy equals
 /// its source in every field when made, so it inherits what the source
 /// showed without being read; the source stays bound (held strongly from
-/// then on: it is the stored original copied for every invocation).
-/// Sources the index does not know are left alone, and so is anything but
-/// two lists of one length holding exact `Event`s.
+/// then on: it is the stored original copied for every invocation). The
+/// copies are held by a [`CopyHolder`] until `session`, the session copy
+/// holding `new`, dies. Sources the index knows by id only are read and
+/// bound (see [`adopt`]); others are left alone, and so is anything but two
+/// lists of one length holding exact `Event`s.
 #[pyfunction]
 pub fn index_copied(
     old: &Bound<'_, PyAny>,
@@ -767,7 +769,6 @@ pub fn index_copied(
     )?;
     let Ok(weak) = weak_ref_with(session, holder.as_any()) else {
         // A session that takes no weak reference: its copies go unbound.
-        PyErr::take(py);
         checkin(key, t);
         return Ok(());
     };
