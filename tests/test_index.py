@@ -506,11 +506,15 @@ def test_pricing_reuses_what_the_window_selection_read_of_its_list() -> None:
         return int(s["by_identity"] + s["by_id"] + s["read"] + s["direct"])
 
     checked = 0
-    for seed in range(40):
+    for seed in range(80):
         events = session(seed=seed, n=200)
         selected = _native.sliding_window(events, 3, 1)
         assert selected is not None
-        live, handle = selected[0], selected[3]
+        live, pricing, handle = selected[0], selected[2], selected[3]
+        # Only a window that will be summarized (and so priced) gets one.
+        assert (handle is None) == (pricing is None)
+        if handle is None:
+            continue
         extra = _compaction_event(live, live[0].timestamp, live[len(live) // 2].timestamp)
         before = reads()
         ours = saved(live, extra, handle)
@@ -540,4 +544,4 @@ def test_pricing_reuses_what_the_window_selection_read_of_its_list() -> None:
         assert reads() > before
         assert ours.value == original(live, extra).value
         checked += 1
-    assert checked == 40
+    assert checked >= 20, checked

@@ -197,7 +197,7 @@ def sliding_window(
         list[Event],
         list[Event],
         tuple[list[Content | None], list[Content | None], bool, Content | None, int] | None,
-        Selected,
+        Selected | None,
     ]
     | None
 ):
@@ -214,7 +214,8 @@ def sliding_window(
       non-empty window) `(removed, added, weightless_added, previous_summary,
       materialized)`, what google-adk's weightless-summary pricing changes in
       the filtered history and how many summary Events it builds doing so,
-      and the `Selected` handle of `events`; or None to decline.
+      and the `Selected` handle of `events` (None when the window is empty);
+      or None to decline.
     """
 
 def token_threshold_selection(
@@ -227,7 +228,7 @@ def token_threshold_selection(
         list[Event],
         Event | None,
         tuple[list[Content | None], list[Content | None], bool, Content | None, int] | None,
-        Selected,
+        Selected | None,
     ]
     | None
 ):
@@ -245,5 +246,6 @@ def token_threshold_selection(
       where google-adk falls back to its estimate; the rolling-summary seed is
       not in `events_to_compact` and is built from `seed_compaction_event`;
       `pricing` is as for `sliding_window`, with the seed priced too;
-      `selected` is the `Selected` handle of `events`.
+      `selected` is the `Selected` handle of `events` (None when nothing is
+      to be compacted).
     """

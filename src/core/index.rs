@@ -520,55 +520,38 @@ const SPAN_GROUPS: [u16; 5] = [
 fn pick(a: &EventView, b: &EventView, groups: u16) -> EventView {
     use group::*;
     let has = |g: u16| groups & g != 0;
-    let (a, b) = (*a, *b);
-    EventView {
+    let mut v = EventView {
         ident: b.ident,
-        timestamp: if has(TIMESTAMP) {
-            b.timestamp
-        } else {
-            a.timestamp
-        },
-        invocation: if has(INVOCATION) {
-            b.invocation
-        } else {
-            a.invocation
-        },
-        rewind_before: if has(REWIND) {
-            b.rewind_before
-        } else {
-            a.rewind_before
-        },
-        compaction: if has(COMPACTION) {
-            b.compaction
-        } else {
-            a.compaction
-        },
-        calls: if has(PARTS) { b.calls } else { a.calls },
-        responses: if has(PARTS) { b.responses } else { a.responses },
-        has_responses: if has(PARTS) {
-            b.has_responses
-        } else {
-            a.has_responses
-        },
-        scope: if has(WINDOW) { b.scope } else { a.scope },
-        hitl_calls: if has(HITL) {
-            b.hitl_calls
-        } else {
-            a.hitl_calls
-        },
-        long_running: if has(PAIRING) {
-            b.long_running
-        } else {
-            a.long_running
-        },
-        pending: if has(PAIRING) { b.pending } else { a.pending },
-        prompt_tokens: if has(USAGE) {
-            b.prompt_tokens
-        } else {
-            a.prompt_tokens
-        },
-        author: if has(USAGE) { b.author } else { a.author },
+        ..*a
+    };
+    if has(TIMESTAMP) {
+        v.timestamp = b.timestamp;
     }
+    if has(INVOCATION) {
+        v.invocation = b.invocation;
+    }
+    if has(REWIND) {
+        v.rewind_before = b.rewind_before;
+    }
+    if has(COMPACTION) {
+        v.compaction = b.compaction;
+    }
+    if has(PARTS) {
+        (v.calls, v.responses, v.has_responses) = (b.calls, b.responses, b.has_responses);
+    }
+    if has(WINDOW) {
+        v.scope = b.scope;
+    }
+    if has(HITL) {
+        v.hitl_calls = b.hitl_calls;
+    }
+    if has(PAIRING) {
+        (v.long_running, v.pending) = (b.long_running, b.pending);
+    }
+    if has(USAGE) {
+        (v.prompt_tokens, v.author) = (b.prompt_tokens, b.author);
+    }
+    v
 }
 
 fn spans(v: &EventView) -> [Span; 5] {

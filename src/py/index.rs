@@ -51,7 +51,7 @@
 
 use super::error::{Extracted, Outcome};
 use super::extract::{event_dict, Extractor, Interner, Need, CHUNK};
-use crate::core::hash::FastMap;
+use crate::core::hash::{FastMap, FastSet};
 use crate::core::index::{group, id_key, EventIndex, Slot};
 use crate::core::EventView;
 use pyo3::ffi;
@@ -73,8 +73,8 @@ struct Tracked {
     primary: Vec<Option<Py<PyAny>>>,
     strong: Vec<bool>,
     /// Per slot, the [`CopyHolder`] of its second object (a deep copy of
-    /// the first, bound by [`index_copied`]), by number; 0 for none. Empty
-    /// until the first copy.
+    /// the first, bound by [`index_copied`]), by number; read only where the
+    /// core has a second address for the slot. Empty until the first copy.
     alias_holder: Vec<u32>,
     /// The holders of the copies bound so far (dead ones pruned at the
     /// next copy), by number, ascending.
@@ -189,15 +189,7 @@ impl Reaper {
 
 /// A new weak reference to `obj` whose callback is `callback`.
 fn weak_ref_with(obj: &Bound<'_, PyAny>, callback: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-    // SAFETY: PyWeakref_NewRef returns a new reference or NULL with an
-    // exception set.
-    unsafe {
-        Ok(Bound::from_owned_ptr_or_err(
-            obj.py(),
-            ffi::PyWeakref_NewRef(obj.as_ptr(), callback.as_ptr()),
-        )?
-        .unbind())
-    }
+    new_weak_ref(obj, callback.as_ptr())
 }
 
 /// The values of an instance dict, in order.
@@ -296,6 +288,20 @@ impl Tracked {
             + self.seen.capacity() * 8
             + weak * 64
             + held
+    }
+
+    /// Binds `slot` to `obj` alone (its second object, if any, unbound),
+    /// holding it strongly (a stored original) or weakly.
+    fn bind(&mut self, slot: Slot, obj: &Bound<'_, PyAny>, strong: bool) -> PyResult<()> {
+        self.core.rebind(slot, obj.as_ptr() as usize);
+        let k = slot as usize;
+        self.primary[k] = Some(if strong {
+            obj.clone().unbind()
+        } else {
+            weak_ref(obj)?
+        });
+        self.strong[k] = strong;
+        Ok(())
     }
 
     /// Whether the copies held by holder number `id` are still held.
@@ -410,7 +416,7 @@ impl Tracked {
     }
 
     /// Bytes held by the summary cache: its table, and each cached
-    /// summary as measured when it was cached (its `plain` view included).
+    /// summary as measured when it was cached.
     fn summary_bytes(&self) -> usize {
         crate::core::index::map_bytes(&self.summaries)
             + self.summaries.values().map(|s| s.bytes).sum::<usize>()
@@ -589,6 +595,9 @@ impl<'py> Loaded<'py> {
         if slot == Slot::MAX {
             return Ok(None);
         }
+        let Some((values, node_info)) = summary_values(event)? else {
+            return Ok(None);
+        };
         let reaper = Bound::new(
             event.py(),
             Reaper {
@@ -596,9 +605,6 @@ impl<'py> Loaded<'py> {
                 slot,
             },
         )?;
-        let Some((values, node_info)) = summary_values(event)? else {
-            return Ok(None);
-        };
         let bytes = match bytes {
             Some(bytes) => bytes,
             None => summary_size(event, values.len() + node_info.len())?,
@@ -785,7 +791,7 @@ pub fn index_copied(
     let mut adopted = 0;
     let mut changed = 0;
     let mut next = 0;
-    let mut claimed = FastMap::<Slot, ()>::default();
+    let mut claimed = FastSet::<Slot>::default();
     // Sources the index knows by id only: events first seen as copies (a
     // compaction event google-adk appends after the invocation's last
     // model call is first read in the next invocation's copy).
@@ -797,7 +803,7 @@ pub fn index_copied(
         }
         let Some(s) = t.slot_of_object(o.as_ptr(), next) else {
             match known_id(&t, &o) {
-                Ok(Some(s)) if claimed.insert(s, ()).is_none() => misses.push((o, n, s)),
+                Ok(Some(s)) if claimed.insert(s) => misses.push((o, n, s)),
                 Ok(_) => {}
                 Err(err) => {
                     result = Err(err);
@@ -806,7 +812,7 @@ pub fn index_copied(
             }
             continue;
         };
-        claimed.insert(s, ());
+        claimed.insert(s);
         next = s as usize + 1;
         let k = s as usize;
         if t.core.ptr(s) == o.as_ptr() as usize && !t.strong[k] {
@@ -843,7 +849,6 @@ pub fn index_copied(
     result
 }
 
-/// Binds the deep copy `n` as the second object of slot `s`.
 /// Binds the deep copy `n` as the second object of slot `s`, held by
 /// holder number `holder` (`n` is added to `held`, which goes to it).
 fn bind_copy(
@@ -897,13 +902,7 @@ fn adopt(
     t.interner = std::mem::take(&mut ex.interner);
     let mut changed = 0;
     for ((o, n, s), view) in misses.iter().zip(read?) {
-        let k = *s as usize;
-        t.core.rebind(*s, o.as_ptr() as usize);
-        t.primary[k] = Some(o.clone().unbind());
-        t.strong[k] = true;
-        if let Some(alias) = t.alias_holder.get_mut(k) {
-            *alias = 0;
-        }
+        t.bind(*s, o, true)?;
         if t.core
             .merge(*s, &view, groups_of(need), &scratch)
             .map_err(|_| Outcome::Decline("not storable"))?
@@ -1019,14 +1018,18 @@ fn points_at(weak: &Py<PyAny>, ptr: *mut ffi::PyObject) -> bool {
 
 /// A new weak reference to `obj`.
 fn weak_ref(obj: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-    // SAFETY: PyWeakref_NewRef returns a new reference or NULL with an
-    // exception set.
+    new_weak_ref(obj, std::ptr::null_mut())
+}
+
+/// `PyWeakref_NewRef(obj, callback)`, `callback` NULL for none.
+fn new_weak_ref(obj: &Bound<'_, PyAny>, callback: *mut ffi::PyObject) -> PyResult<Py<PyAny>> {
+    // SAFETY: `obj` is live and `callback` is NULL or a live callable;
+    // PyWeakref_NewRef returns a new reference or NULL with an exception set.
     unsafe {
-        Ok(Bound::from_owned_ptr_or_err(
-            obj.py(),
-            ffi::PyWeakref_NewRef(obj.as_ptr(), std::ptr::null_mut()),
-        )?
-        .unbind())
+        Ok(
+            Bound::from_owned_ptr_or_err(obj.py(), ffi::PyWeakref_NewRef(obj.as_ptr(), callback))?
+                .unbind(),
+        )
     }
 }
 
@@ -1174,12 +1177,7 @@ fn resolve<'py>(
                 }
             }
             Pending::Rebind(slot) => {
-                t.core.rebind(slot, addr);
-                t.primary[slot as usize] = Some(weak_ref(obj)?);
-                t.strong[slot as usize] = false;
-                if let Some(alias) = t.alias_holder.get_mut(slot as usize) {
-                    *alias = 0;
-                }
+                t.bind(slot, obj, false)?;
                 if t.core
                     .merge(slot, &view, groups, &scratch)
                     .map_err(storable)?

@@ -88,6 +88,26 @@ impl Selected {
     }
 }
 
+/// The list of `objects[idx]` a selection hands out, with its [`Selected`]
+/// handle when it will be priced (only a selection with something to
+/// compact is summarized and priced).
+#[allow(clippy::type_complexity)]
+fn handed_out<'py>(
+    py: Python<'py>,
+    objects: &[Bound<'py, PyAny>],
+    views: &[EventView],
+    idx: &[usize],
+    priced: bool,
+) -> PyResult<(Bound<'py, PyList>, Option<Bound<'py, Selected>>)> {
+    let list = objects_of(py, objects, idx)?;
+    let selected = if priced {
+        Some(Bound::new(py, Selected::new(&list, objects, views, idx))?)
+    } else {
+        None
+    };
+    Ok((list, selected))
+}
+
 /// The live events of the session: rewinds applied, then only those `keep`s.
 fn live(views: &[EventView], keep: impl Fn(&EventView) -> bool) -> Vec<usize> {
     rewind::apply_rewinds(views)
@@ -166,7 +186,7 @@ type SlidingOut<'py> = (
     Bound<'py, PyList>,
     Bound<'py, PyList>,
     Option<Pricing<'py>>,
-    Bound<'py, Selected>,
+    Option<Bound<'py, Selected>>,
 );
 
 /// The sliding window of `_run_compaction_for_sliding_window`, or `None` to
@@ -224,8 +244,7 @@ fn run_sliding<'py>(
         let weightless = window::weightless_compaction(&views, to_compact);
         Some(price(py, &objects, &views, &live, weightless)?)
     };
-    let events = objects_of(py, &objects, &live)?;
-    let selected = Bound::new(py, Selected::new(&events, &objects, &views, &live))?;
+    let (events, selected) = handed_out(py, &objects, &views, &live, pricing.is_some())?;
     Ok((
         events,
         objects_of(py, &objects, to_compact)?,
@@ -283,7 +302,7 @@ type TokenOut<'py> = (
     Bound<'py, PyList>,
     Option<Bound<'py, PyAny>>,
     Option<Pricing<'py>>,
-    Bound<'py, Selected>,
+    Option<Bound<'py, Selected>>,
 );
 
 /// The token-threshold inputs of `_run_compaction_for_token_threshold_config`:
@@ -376,8 +395,7 @@ fn run_token<'py>(
             window::weightless_over(stamps),
         )?)
     };
-    let events = objects_of(py, &objects, &scoped)?;
-    let selected = Bound::new(py, Selected::new(&events, &objects, &views, &scoped))?;
+    let (events, selected) = handed_out(py, &objects, &views, &scoped, pricing.is_some())?;
     Ok((
         objects_of(py, &objects, &rewound)?,
         events,
