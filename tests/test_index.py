@@ -257,11 +257,20 @@ def test_summaries_are_reused_while_unchanged() -> None:
     new = [e for e in second if not any(e is x for x in events)]
     assert new and all(any(e is f for f in first) for e in new)
     assert delta(before, "summaries_reused") == len(new)
-    # Another author, or a summary someone changed, gets a new summary.
-    assert not any(e is f for e in fc.process_compaction_events(events, "other") for f in new)
+    # A summary someone changed gets a new summary, and so does another
+    # author.
     new[0].author = "someone"
+    # Changes the dict version tags see, and what they cannot: a node_info
+    # field, a replaced instance dict (equal contents), a replaced node_info
+    # dict; the other summaries are still handed out again.
+    new[1].node_info.path = "edited"
+    object.__setattr__(new[2], "__dict__", dict(new[2].__dict__))
+    object.__setattr__(new[3].node_info, "__dict__", dict(new[3].node_info.__dict__))
     third = fc.process_compaction_events(events, "root")
-    assert not any(e is new[0] for e in third)
+    for edited in new[:4]:
+        assert not any(e is edited for e in third)
+    assert all(any(e is f for e in third) for f in new[4:])
+    assert not any(e is f for e in fc.process_compaction_events(events, "other") for f in new)
     # New copies of the compaction events get new summaries.
     copied = copy.deepcopy(events)
     fc.process_compaction_events(copied, "root")

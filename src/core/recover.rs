@@ -30,6 +30,59 @@ pub fn recover_compacted_function_calls(
         return Ok(None);
     }
     let present: FastSet<u64> = events.iter().map(|e| e.ident).collect();
+    if !some_call_missing(events, source, ids, &present) {
+        return Ok(None);
+    }
+    recover_missing(events, source, ids, &present)
+}
+
+/// Whether a response in `events` belongs to a call event that `events`
+/// lacks: the only case in which anything is re-injected. Tracks only the
+/// call ids `events` responds to, so the usual answer (no) costs one pass
+/// over `source` with no map of every call.
+fn some_call_missing(
+    events: &[EventView],
+    source: &[EventView],
+    ids: &[Sym],
+    present: &FastSet<u64>,
+) -> bool {
+    let wanted: FastSet<Sym> = events
+        .iter()
+        .flat_map(|e| e.responses.of(ids))
+        .copied()
+        .collect();
+    if wanted.is_empty() {
+        return false;
+    }
+    let mut latest_call: FastMap<Sym, usize> = FastMap::default();
+    for (j, event) in source.iter().enumerate() {
+        for &call_id in event.calls.of(ids) {
+            if wanted.contains(&call_id) {
+                latest_call.insert(call_id, j);
+            }
+        }
+        if event.responses.len == 0 || !present.contains(&event.ident) {
+            continue;
+        }
+        for response_id in event.responses.of(ids) {
+            if let Some(&call_j) = latest_call.get(response_id) {
+                if !present.contains(&source[call_j].ident) {
+                    return true;
+                }
+            }
+        }
+    }
+    false
+}
+
+/// [`recover_compacted_function_calls`] once [`some_call_missing`] said
+/// yes: google-adk's full bookkeeping of calls, responses and siblings.
+fn recover_missing(
+    events: &[EventView],
+    source: &[EventView],
+    ids: &[Sym],
+    present: &FastSet<u64>,
+) -> Result<Option<Vec<Recovered>>, CoreError> {
     let mut latest_call_by_id: FastMap<Sym, usize> = FastMap::default();
     let mut call_by_response: FastMap<(u64, Sym), usize> = FastMap::default();
     let mut response_by_call: FastMap<(u64, Sym), usize> = FastMap::default();
@@ -164,6 +217,32 @@ mod tests {
                 Recovered::Kept(1)
             ])
         );
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(3000))]
+
+        /// The "is a call missing" pre-check never changes the answer: it
+        /// is what the full bookkeeping gives, on sources where the same
+        /// object may appear twice and ids repeat.
+        #[test]
+        fn the_precheck_agrees_with_the_full_bookkeeping(
+            spec in proptest::collection::vec((0u8..10, proptest::collection::vec(0u32..4, 0..3), proptest::collection::vec(0u32..4, 0..3)), 0..25),
+            keep in proptest::collection::vec(proptest::bool::ANY, 25),
+            objects in 1u64..30,
+        ) {
+            let calls: Vec<(u64, f64, &[Sym], &[Sym])> = spec
+                .iter()
+                .enumerate()
+                .map(|(i, (t, c, r))| (i as u64 % objects, f64::from(*t), c.as_slice(), r.as_slice()))
+                .collect();
+            let (source, ids) = build(&calls);
+            let events: Vec<EventView> = source.iter().zip(&keep).filter(|(_, k)| **k).map(|(e, _)| *e).collect();
+            let present: FastSet<u64> = events.iter().map(|e| e.ident).collect();
+            let full = recover_missing(&events, &source, &ids, &present).unwrap();
+            let fast = recover_compacted_function_calls(&events, &source, &ids).unwrap();
+            proptest::prop_assert_eq!(fast, full);
+        }
     }
 
     #[test]

@@ -61,7 +61,7 @@ pub fn types(py: Python<'_>) -> PyResult<&'static Types> {
 
 /// The instance `__dict__` of `obj`, which must be exactly of type `ty`.
 #[inline]
-fn model_dict<'py>(
+pub fn model_dict<'py>(
     obj: &Bound<'py, PyAny>,
     ty: &Py<PyType>,
     what: &'static str,

@@ -51,7 +51,8 @@
 
 use super::error::{Extracted, Outcome};
 use super::extract::{event_dict, Extractor, Interner, Need, CHUNK};
-use crate::core::hash::{FastMap, FastSet};
+use super::version_tag;
+use crate::core::hash::FastMap;
 use crate::core::index::{group, id_key, EventIndex, Slot};
 use crate::core::EventView;
 use pyo3::ffi;
@@ -98,11 +99,8 @@ struct Summary {
     source: Py<PyAny>,
     author: Py<PyString>,
     event: Py<PyAny>,
-    /// The summary's instance-dict values in order, held (so an identical
-    /// address means an unchanged value), and its `node_info`'s (a mutable
-    /// model some agents write into).
-    values: Vec<Py<PyAny>>,
-    node_info: Vec<Py<PyAny>>,
+    /// What shows it unchanged since it was handed out (see [`Unchanged`]).
+    unchanged: Unchanged,
     /// Bytes it holds (see `summary_size`), measured when cached.
     bytes: usize,
     /// Its view for call recovery when it holds neither function calls
@@ -192,11 +190,6 @@ fn weak_ref_with(obj: &Bound<'_, PyAny>, callback: &Bound<'_, PyAny>) -> PyResul
     new_weak_ref(obj, callback.as_ptr())
 }
 
-/// The values of an instance dict, in order.
-fn dict_values<'py>(dict: &Bound<'py, PyDict>) -> Vec<Bound<'py, PyAny>> {
-    dict.values().iter().collect()
-}
-
 /// The instance dict of a plain object (a summary Event, a NodeInfo).
 fn instance_dict<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyDict>>> {
     Ok(obj
@@ -205,48 +198,91 @@ fn instance_dict<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyD
         .and_then(|d| d.cast_into_exact::<PyDict>().ok()))
 }
 
-impl Summary {
-    /// Whether the summary is still as built, for `source` and `author`.
-    fn valid(&self, source: &Bound<'_, PyAny>, author: &Bound<'_, PyString>) -> PyResult<bool> {
-        let py = source.py();
-        if !points_at(&self.source, source.as_ptr())
-            || self.author.bind(py).to_str()? != author.to_str()?
-        {
-            return Ok(false);
-        }
-        let Some(dict) = instance_dict(self.event.bind(py))? else {
-            return Ok(false);
-        };
-        let Some(node) = dict.get_item(intern!(py, "node_info"))? else {
-            return Ok(false);
-        };
-        let Some(node) = instance_dict(&node)? else {
-            return Ok(false);
-        };
-        Ok(same_values(&dict, &self.values) && same_values(&node, &self.node_info))
-    }
+/// How a cached summary is shown to be as it was built: its instance dict
+/// and its `node_info`'s (a mutable model some agents write into) are the
+/// same dicts with the same contents.
+enum Unchanged {
+    /// Their addresses and version tags (`version_tag`): a dict gets a new
+    /// tag when created and on every change, so equal pairs mean unchanged
+    /// contents, read in two words per dict.
+    Tags {
+        dict: (usize, u64),
+        node: (usize, u64),
+    },
+    /// Where tags are not readable: their values in order, held (so an
+    /// identical address means an unchanged value).
+    Values {
+        dict: Vec<Py<PyAny>>,
+        node: Vec<Py<PyAny>>,
+    },
 }
 
-/// Whether `dict`'s values are the objects `then` holds, in order.
-fn same_values(dict: &Bound<'_, PyDict>, then: &[Py<PyAny>]) -> bool {
-    dict.len() == then.len() && dict.iter().zip(then).all(|((_, now), then)| now.is(then))
-}
-
-/// The instance-dict values of a summary Event and of its `node_info`.
-#[allow(clippy::type_complexity)]
-fn summary_values<'py>(
+/// The instance dict of a summary Event and of its `node_info`, or `None`
+/// when it no longer has that shape.
+fn summary_dicts<'py>(
     event: &Bound<'py, PyAny>,
-) -> PyResult<Option<(Vec<Bound<'py, PyAny>>, Vec<Bound<'py, PyAny>>)>> {
+) -> PyResult<Option<(Bound<'py, PyDict>, Bound<'py, PyDict>)>> {
     let Some(dict) = instance_dict(event)? else {
         return Ok(None);
     };
     let Some(node) = dict.get_item(intern!(event.py(), "node_info"))? else {
         return Ok(None);
     };
-    let Some(node) = instance_dict(&node)? else {
-        return Ok(None);
-    };
-    Ok(Some((dict_values(&dict), dict_values(&node))))
+    Ok(instance_dict(&node)?.map(|node| (dict, node)))
+}
+
+impl Unchanged {
+    /// The state of a summary's dicts now.
+    fn of(dict: &Bound<'_, PyDict>, node: &Bound<'_, PyDict>) -> Self {
+        let tagged = |d: &Bound<'_, PyDict>| version_tag::tag(d).map(|t| (d.as_ptr() as usize, t));
+        match (tagged(dict), tagged(node)) {
+            (Some(dict), Some(node)) => Unchanged::Tags { dict, node },
+            _ => Unchanged::Values {
+                dict: dict.iter().map(|(_, v)| v.unbind()).collect(),
+                node: node.iter().map(|(_, v)| v.unbind()).collect(),
+            },
+        }
+    }
+
+    /// Whether the dicts are as they were.
+    fn holds(&self, dict: &Bound<'_, PyDict>, node: &Bound<'_, PyDict>) -> bool {
+        match self {
+            Unchanged::Tags { dict: d, node: n } => {
+                let same = |d: &Bound<'_, PyDict>, &(addr, tag): &(usize, u64)| {
+                    d.as_ptr() as usize == addr && version_tag::tag(d) == Some(tag)
+                };
+                same(dict, d) && same(node, n)
+            }
+            Unchanged::Values { dict: d, node: n } => same_values(dict, d) && same_values(node, n),
+        }
+    }
+
+    /// References it holds.
+    fn held(&self) -> usize {
+        match self {
+            Unchanged::Tags { .. } => 0,
+            Unchanged::Values { dict, node } => dict.len() + node.len(),
+        }
+    }
+}
+
+impl Summary {
+    /// Whether the summary is still as built, for `source` and `author`.
+    fn valid(&self, source: &Bound<'_, PyAny>, author: &Bound<'_, PyString>) -> PyResult<bool> {
+        let py = source.py();
+        if !points_at(&self.source, source.as_ptr())
+            || !(self.author.is(author) || self.author.bind(py).to_str()? == author.to_str()?)
+        {
+            return Ok(false);
+        }
+        Ok(summary_dicts(self.event.bind(py))?
+            .is_some_and(|(dict, node)| self.unchanged.holds(&dict, &node)))
+    }
+}
+
+/// Whether `dict`'s values are the objects `then` holds, in order.
+fn same_values(dict: &Bound<'_, PyDict>, then: &[Py<PyAny>]) -> bool {
+    dict.len() == then.len() && dict.iter().zip(then).all(|((_, now), then)| now.is(then))
 }
 
 impl Tracked {
@@ -595,9 +631,10 @@ impl<'py> Loaded<'py> {
         if slot == Slot::MAX {
             return Ok(None);
         }
-        let Some((values, node_info)) = summary_values(event)? else {
+        let Some((dict, node)) = summary_dicts(event)? else {
             return Ok(None);
         };
+        let unchanged = Unchanged::of(&dict, &node);
         let reaper = Bound::new(
             event.py(),
             Reaper {
@@ -607,7 +644,7 @@ impl<'py> Loaded<'py> {
         )?;
         let bytes = match bytes {
             Some(bytes) => bytes,
-            None => summary_size(event, values.len() + node_info.len())?,
+            None => summary_size(event, unchanged.held())?,
         };
         tracked.summaries.insert(
             slot,
@@ -616,8 +653,7 @@ impl<'py> Loaded<'py> {
                 source: weak_ref_with(&self.objects[i], reaper.as_any())?,
                 author: author.clone().unbind(),
                 event: event.clone().unbind(),
-                values: values.into_iter().map(Bound::unbind).collect(),
-                node_info: node_info.into_iter().map(Bound::unbind).collect(),
+                unchanged,
                 plain: None,
             },
         );
@@ -791,19 +827,29 @@ pub fn index_copied(
     let mut adopted = 0;
     let mut changed = 0;
     let mut next = 0;
-    let mut claimed = FastSet::<Slot>::default();
+    let mut claimed = vec![false; t.core.len()];
+    let mut claim = |s: Slot| !std::mem::replace(&mut claimed[s as usize], true);
     // Sources the index knows by id only: events first seen as copies (a
     // compaction event google-adk appends after the invocation's last
     // model call is first read in the next invocation's copy).
     let mut misses: Vec<(Bound<'_, PyAny>, Bound<'_, PyAny>, Slot)> = Vec::new();
     let mut result = Ok(());
-    for (o, n) in old.iter().zip(new.iter()) {
-        if !n.get_type().is(&event_type) {
+    // The stored originals are read by address only (the session keeps
+    // them, and nothing below runs Python code that could change the
+    // lists): they are not touched unless known by id only. Their copies
+    // are touched once, to be held.
+    let event_type = event_type.as_ptr().cast::<ffi::PyTypeObject>();
+    for i in 0..old.len() {
+        let (o, n) = (list_item(old, i), list_item(new, i));
+        // SAFETY: `n` is a live item of `new` (borrowed from it).
+        if n.is_null() || unsafe { ffi::Py_TYPE(n) } != event_type {
             continue;
         }
+        // SAFETY: both are live items of their lists, borrowed.
+        let (o, n) = unsafe { (Borrowed::from_ptr(py, o), Borrowed::from_ptr(py, n)) };
         let Some(s) = t.slot_of_object(o.as_ptr(), next) else {
             match known_id(&t, &o) {
-                Ok(Some(s)) if claimed.insert(s) => misses.push((o, n, s)),
+                Ok(Some(s)) if claim(s) => misses.push((o.to_owned(), n.to_owned(), s)),
                 Ok(_) => {}
                 Err(err) => {
                     result = Err(err);
@@ -812,11 +858,11 @@ pub fn index_copied(
             }
             continue;
         };
-        claimed.insert(s);
+        claim(s);
         next = s as usize + 1;
         let k = s as usize;
         if t.core.ptr(s) == o.as_ptr() as usize && !t.strong[k] {
-            t.primary[k] = Some(o.clone().unbind());
+            t.primary[k] = Some(o.to_owned().unbind());
             t.strong[k] = true;
         }
         bind_copy(&mut t, s, &n, holder_id, &mut held);
@@ -865,6 +911,22 @@ fn bind_copy(
     t.alias_holder[k] = holder;
     t.core.bind_alias(s, n.as_ptr() as usize);
     held.push(n.clone().unbind());
+}
+
+/// Item `i` of `list`, borrowed (null past its end).
+fn list_item(list: &Bound<'_, PyList>, i: usize) -> *mut ffi::PyObject {
+    let Ok(i) = ffi::Py_ssize_t::try_from(i) else {
+        return std::ptr::null_mut();
+    };
+    // SAFETY: `list` is a live list; PyList_GetItem returns a borrowed
+    // reference, or NULL with IndexError set (cleared here).
+    unsafe {
+        let item = ffi::PyList_GetItem(list.as_ptr(), i);
+        if item.is_null() {
+            ffi::PyErr_Clear();
+        }
+        item
+    }
 }
 
 /// The slot of the event `obj`'s `id` (an exact `Event` with a `str` id).

@@ -10,6 +10,7 @@ mod ranges;
 mod recover;
 mod rewind;
 mod summary;
+mod version_tag;
 mod window;
 
 use pyo3::prelude::*;

@@ -15,13 +15,14 @@
 //! caller's Python builder (which validates, as google-adk does).
 //! `tests/test_summaries.py` compares the results with google-adk's.
 
-use super::extract::types;
+use super::error::{Extracted, Outcome};
+use super::extract::{model_dict, types};
 use crate::core::uuid::uuid4_text;
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBytes, PyDict, PyFloat, PyFrozenSet, PySet, PyString, PyType};
+use pyo3::types::{PyBytes, PyDict, PyFloat, PyFrozenSet, PyString, PyType};
 
 /// The template parts `adk_fastcompact._summaries.native_template()` gives.
 struct Template {
@@ -134,30 +135,33 @@ impl<'py> Builder<'py> {
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
         let py = self.py;
         let t = types(py)?;
-        if !event.get_type().is(&t.event) {
-            return Ok(None);
-        }
-        let fields = event
-            .getattr(intern!(py, "__dict__"))?
-            .cast_into::<PyDict>()?;
-        let get = |dict: &Bound<'py, PyDict>, key: &Bound<'py, PyString>| dict.get_item(key);
-        let (Some(actions), Some(branch), Some(scope), Some(invocation)) = (
-            get(&fields, intern!(py, "actions"))?,
-            get(&fields, intern!(py, "branch"))?,
-            get(&fields, intern!(py, "isolation_scope"))?,
-            get(&fields, intern!(py, "invocation_id"))?,
-        ) else {
-            return Ok(None);
+        // Read through the instance dicts (no attribute protocol), each
+        // model exactly of the type validation keeps as is.
+        let read = || -> Extracted<_> {
+            let fields = model_dict(event, &t.event, "")?;
+            let get = |dict: &Bound<'py, PyDict>, key: &Bound<'py, PyString>| {
+                dict.get_item(key)?.ok_or(Outcome::Decline(""))
+            };
+            let actions = get(&fields, intern!(py, "actions"))?;
+            let compaction = get(
+                &model_dict(&actions, &t.actions, "")?,
+                intern!(py, "compaction"),
+            )?;
+            let compaction_fields = model_dict(&compaction, &t.compaction, "")?;
+            Ok((
+                get(&compaction_fields, intern!(py, "end_timestamp"))?,
+                get(&compaction_fields, intern!(py, "compacted_content"))?,
+                get(&fields, intern!(py, "branch"))?,
+                get(&fields, intern!(py, "isolation_scope"))?,
+                get(&fields, intern!(py, "invocation_id"))?,
+                actions,
+            ))
         };
-        if !actions.get_type().is(&t.actions) {
-            return Ok(None);
-        }
-        let compaction = actions.getattr(intern!(py, "compaction"))?;
-        if !compaction.get_type().is(&t.compaction) {
-            return Ok(None);
-        }
-        let timestamp = compaction.getattr(intern!(py, "end_timestamp"))?;
-        let content = compaction.getattr(intern!(py, "compacted_content"))?;
+        let (timestamp, content, branch, scope, invocation, actions) = match read() {
+            Ok(values) => values,
+            Err(Outcome::Decline(_)) => return Ok(None),
+            Err(Outcome::Error(err)) => return Err(err),
+        };
         let optional_str =
             |v: &Bound<'py, PyAny>| v.is_none() || v.is_exact_instance_of::<PyString>();
         if !(timestamp.is_exact_instance_of::<PyFloat>()
@@ -199,7 +203,11 @@ impl<'py> Builder<'py> {
     ) -> PyResult<Bound<'py, PyAny>> {
         let py = self.py;
         let obj = self.template.new_object.bind(py).call1((cls.bind(py),))?;
-        let fields_set = PySet::new(py, fields_set.bind(py).iter())?;
+        // SAFETY: PySet_New copies an iterable (a frozenset: its table is
+        // copied directly) into a new set, or returns NULL with an
+        // exception set.
+        let fields_set =
+            unsafe { Bound::from_owned_ptr_or_err(py, ffi::PySet_New(fields_set.as_ptr()))? };
         let none = py.None().into_bound(py);
         for (name, value) in [
             (intern!(py, "__dict__"), values.as_any()),
