@@ -439,6 +439,43 @@ def test_a_summary_given_other_content_is_read_again_by_recovery() -> None:
     assert_same_error(ours, orig)
 
 
+def test_recovery_knows_a_slots_plain_summaries_on_later_session_copies() -> None:
+    # What recovery learned of a compaction's summary (no calls, no
+    # responses) holds for every deep copy of the compaction event: the
+    # next invocation's copy gets new summaries and is not read again.
+    # Shown by an in-place edit of the copy (trusted like any object, see
+    # the test above) that a read would trip over.
+    from google.adk.sessions.session import Session
+
+    stored = Session(id="s", app_name="a", user_id="u", events=session(seed=5, n=400))
+    broken = types.Content(role="model", parts=[types.Part(text="s")])
+    broken.__dict__["parts"] = [object()]
+    fc.install()
+    try:
+        bind(stored.events)
+        first = copy.deepcopy(stored)
+        fc.recover_compacted_function_calls(
+            fc.process_compaction_events(first.events, "root"), first.events
+        )
+        second = copy.deepcopy(stored)
+        last = next(e for e in reversed(second.events) if e.actions.compaction)
+        last.actions.compaction.compacted_content.__dict__["parts"] = broken.parts
+        filtered_list = fc.process_compaction_events(second.events, "root")
+        assert call(fc.recover_compacted_function_calls, filtered_list, second.events).error is None
+        # Objects bound anew to the slots (matched by id: a database-backed
+        # service's fresh Events) are read again, and the call goes to
+        # google-adk, which raises.
+        fresh = copy.deepcopy(list(second.events))
+        bind(fresh)
+        filtered_list = fc.process_compaction_events(fresh, "root")
+        ours = call(fc.recover_compacted_function_calls, filtered_list, fresh)
+        orig = call(ORIG_RECOVER, filtered_list, fresh)
+        assert orig.error is not None
+        assert_same_error(ours, orig)
+    finally:
+        fc.uninstall()
+
+
 def test_copies_are_held_while_their_session_copy_lives_and_no_longer() -> None:
     from google.adk.sessions.session import Session
 

@@ -83,6 +83,12 @@ struct Tracked {
     next_holder: u32,
     /// Summary Events built for compaction events, by slot.
     summaries: FastMap<Slot, Summary>,
+    /// The call-recovery view of a slot's summaries when their content
+    /// holds neither calls nor responses (what a summary usually holds:
+    /// text). Every object bound to a slot is its primary or a deep copy
+    /// of it, so their compacted contents hold the same parts; learned from
+    /// the first summary read, forgotten when the slot is bound anew.
+    plain: FastMap<Slot, EventView>,
     /// The addresses of the last list read directly, as a one-hash bitmap
     /// (see `worth_indexing`); only compared, never dereferenced.
     seen: Vec<u64>,
@@ -103,11 +109,10 @@ struct Summary {
     unchanged: Unchanged,
     /// Bytes it holds (see `summary_size`), measured when cached.
     bytes: usize,
-    /// Its view for call recovery when it holds neither function calls
-    /// nor responses (what a summary usually holds: text), with the
-    /// `content` object it was read from; read by the first recovery that
-    /// meets the summary.
-    plain: Option<(EventView, usize)>,
+    /// Its `content` when it was cached, held (so an identical address
+    /// means the same object): call recovery trusts what it knows of the
+    /// slot's compacted content while the summary still has it.
+    content: Py<PyAny>,
 }
 
 /// The deep copies of one `index_copied` call, held strongly while the
@@ -296,6 +301,7 @@ impl Tracked {
             holders: Vec::new(),
             next_holder: 1,
             summaries: FastMap::default(),
+            plain: FastMap::default(),
             seen: Vec::new(),
             last_used: 0,
         }
@@ -330,6 +336,7 @@ impl Tracked {
     /// holding it strongly (a stored original) or weakly.
     fn bind(&mut self, slot: Slot, obj: &Bound<'_, PyAny>, strong: bool) -> PyResult<()> {
         self.core.rebind(slot, obj.as_ptr() as usize);
+        self.plain.remove(&slot);
         let k = slot as usize;
         self.primary[k] = Some(if strong {
             obj.clone().unbind()
@@ -455,6 +462,7 @@ impl Tracked {
     /// summary as measured when it was cached.
     fn summary_bytes(&self) -> usize {
         crate::core::index::map_bytes(&self.summaries)
+            + crate::core::index::map_bytes(&self.plain)
             + self.summaries.values().map(|s| s.bytes).sum::<usize>()
     }
 }
@@ -561,32 +569,39 @@ impl<'py> Loaded<'py> {
     }
 
     /// The call-recovery view of the cached summary of slot `slot`, `obj`
-    /// itself, read with `need` unless remembered: remembered when it holds
-    /// neither calls nor responses, and reused while `content` is the
-    /// object it was read from (objects are trusted not to change in
-    /// place, as everywhere in the index).
+    /// itself, read with `need` unless its content is the one it was cached
+    /// with and the slot's summaries are known to hold neither calls nor
+    /// responses (see `Tracked::plain`; objects are trusted not to change
+    /// in place, as everywhere in the index).
     pub fn summary_view(
         &mut self,
         slot: Slot,
         obj: &Bound<'py, PyAny>,
         need: Need,
     ) -> Extracted<EventView> {
-        let content = obj.getattr(intern!(obj.py(), "content"))?.as_ptr() as usize;
+        let content = obj.getattr(intern!(obj.py(), "content"))?;
+        let cached = |t: &Tracked| {
+            t.summaries
+                .get(&slot)
+                .is_some_and(|s| s.content.is(&content))
+        };
         if let Some((_, t)) = &self.checkout {
-            if let Some((view, from)) = t.summaries.get(&slot).and_then(|s| s.plain) {
-                if from == content {
-                    return Ok(EventView {
-                        ident: obj.as_ptr() as u64,
-                        ..view
-                    });
-                }
+            if let Some(view) = t.plain.get(&slot).filter(|_| cached(t)) {
+                return Ok(EventView {
+                    ident: obj.as_ptr() as u64,
+                    ..*view
+                });
             }
         }
         let view = self.ex.event(obj, need)?;
         let plain = view.calls.len == 0 && view.responses.len == 0 && !view.has_responses;
         if let Some((_, t)) = &mut self.checkout {
-            if let Some(summary) = t.summaries.get_mut(&slot) {
-                summary.plain = plain.then_some((view, content));
+            if cached(t) {
+                if plain {
+                    t.plain.insert(slot, view);
+                } else {
+                    t.plain.remove(&slot);
+                }
             }
         }
         Ok(view)
@@ -634,6 +649,9 @@ impl<'py> Loaded<'py> {
         let Some((dict, node)) = summary_dicts(event)? else {
             return Ok(None);
         };
+        let Some(content) = dict.get_item(intern!(event.py(), "content"))? else {
+            return Ok(None);
+        };
         let unchanged = Unchanged::of(&dict, &node);
         let reaper = Bound::new(
             event.py(),
@@ -654,7 +672,7 @@ impl<'py> Loaded<'py> {
                 author: author.clone().unbind(),
                 event: event.clone().unbind(),
                 unchanged,
-                plain: None,
+                content: content.unbind(),
             },
         );
         Ok(Some(bytes))
@@ -1235,6 +1253,7 @@ fn resolve<'py>(
                     .merge(slot, &view, groups, &scratch)
                     .map_err(storable)?
                 {
+                    t.plain.remove(&slot);
                     counts.changed += 1;
                 }
             }
