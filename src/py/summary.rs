@@ -32,7 +32,6 @@ struct Template {
     node_info: Py<PyType>,
     node_values: Py<PyDict>,
     node_fields_set: Py<PyFrozenSet>,
-    new_object: Py<PyAny>,
     urandom: Py<PyAny>,
 }
 
@@ -67,11 +66,6 @@ fn template(py: Python<'_>) -> PyResult<Option<&'static Template>> {
             node_info: node_info.unbind(),
             node_values: node_values.unbind(),
             node_fields_set: node_fields_set.unbind(),
-            new_object: py
-                .import("builtins")?
-                .getattr("object")?
-                .getattr("__new__")?
-                .unbind(),
             urandom: py.import("os")?.getattr("urandom")?.unbind(),
         }))
     })?;
@@ -202,7 +196,20 @@ impl<'py> Builder<'py> {
         fields_set: &Py<PyFrozenSet>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let py = self.py;
-        let obj = self.template.new_object.bind(py).call1((cls.bind(py),))?;
+        // SAFETY: `cls` is a live type (a pydantic model class, which keeps
+        // `object.__new__`: PyType_GenericNew allocates as it does, through
+        // the type's tp_alloc, ignoring arguments); a new reference or NULL
+        // with an exception set.
+        let obj = unsafe {
+            Bound::from_owned_ptr_or_err(
+                py,
+                ffi::PyType_GenericNew(
+                    cls.as_ptr().cast::<ffi::PyTypeObject>(),
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                ),
+            )?
+        };
         // SAFETY: PySet_New copies an iterable (a frozenset: its table is
         // copied directly) into a new set, or returns NULL with an
         // exception set.
