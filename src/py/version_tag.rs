@@ -8,7 +8,8 @@
 //! read only after a self-test on the running interpreter proved the layout
 //! (CPython, a GIL build, version 3.10-3.13, and a probe dict whose tag and
 //! size behave as PEP 509 says). Everywhere else [`tag`] answers `None` and
-//! callers compare values instead.
+//! callers compare values instead; `ADK_FASTCOMPACT_DICT_TAGS=false` in the
+//! environment chooses that path too (the tests run it both ways).
 
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -45,7 +46,13 @@ fn usable(py: Python<'_>) -> bool {
     *USABLE.get_or_init(py, || self_test(py).unwrap_or(false))
 }
 
+/// The environment variable that turns tags off (`false` or `0`).
+const SWITCH: &str = "ADK_FASTCOMPACT_DICT_TAGS";
+
 fn self_test(py: Python<'_>) -> PyResult<bool> {
+    if std::env::var(SWITCH).is_ok_and(|v| matches!(v.trim(), "0" | "false" | "False")) {
+        return Ok(false);
+    }
     let sys = py.import("sys")?;
     let cpython = sys
         .getattr("implementation")?
