@@ -22,6 +22,7 @@ import pytest
 from adk_fastcompact import _native, _sessions
 from compare import (
     ORIG_APPLY_REWINDS,
+    ORIG_GET_COMPACTION_RANGES,
     ORIG_PROCESS,
     ORIG_RECOVER,
     assert_same_error,
@@ -89,8 +90,10 @@ def test_objects_seen_once_are_read_directly_and_bound_when_seen_again() -> None
 def test_the_same_objects_are_recognised_without_reading() -> None:
     events = session()
     bind(events)
+    # (Rewinds on the same list again are answered from the last result,
+    # see below: another operation shows the identity pass.)
     before = _native.index_stats()
-    assert fc.apply_rewinds(events) == ORIG_APPLY_REWINDS(events)
+    assert fc.get_compaction_ranges(events) == ORIG_GET_COMPACTION_RANGES(events)
     assert delta(before, "by_identity") == len(events)
     assert delta(before, "by_id") == delta(before, "read") == 0
 
@@ -248,6 +251,47 @@ def test_concurrent_calls_give_the_serial_results() -> None:
     for t in threads:
         t.join()
     assert not errors, errors
+
+
+def test_rewinds_are_answered_from_the_last_call_on_the_same_list() -> None:
+    # The same list again, or extended by events that rewind nothing, is
+    # answered from the last result; a rewind appended, an item replaced
+    # or an event changed under a known id is computed again. Every answer
+    # is google-adk's.
+    events = session(seed=7, n=300)
+    bind(events)
+
+    def check(expect_reused: bool) -> None:
+        before = _native.index_stats()
+        ours = call(fc.apply_rewinds, events)
+        assert delta(before, "rewinds_reused") == int(expect_reused)
+        orig = call(ORIG_APPLY_REWINDS, events)
+        assert_same_events(ours.value, orig.value, [events])
+
+    check(True)
+    events.append(Event(author="user", invocation_id="inv-new", timestamp=events[-1].timestamp + 1))
+    check(False)  # the new event is read (and bound: the list is mostly bound)
+    check(True)
+    # An event the index knows already (an invocation's own event, seen
+    # by the call before: bound) extends the last result.
+    extra = Event(author="user", invocation_id="inv-2", timestamp=events[-1].timestamp + 1)
+    call(fc.apply_rewinds, [*events, extra])
+    events.append(extra)
+    check(True)
+    # A known rewind appended: computed again (then answered again).
+    rewind = Event(
+        author="user",
+        invocation_id="inv-3",
+        timestamp=events[-1].timestamp + 1,
+        actions=EventActions(rewind_before_invocation_id=events[100].invocation_id),
+    )
+    call(fc.apply_rewinds, [*events, rewind])
+    call(fc.apply_rewinds, events)
+    events.append(rewind)
+    check(False)
+    check(True)
+    events[50] = events[50].model_copy(deep=True)
+    check(False)
 
 
 def test_summaries_are_reused_while_unchanged() -> None:

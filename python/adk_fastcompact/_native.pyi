@@ -109,7 +109,9 @@ def index_stats() -> dict[str, object]:
       `read` (new events), `changed` (stored values that a new object
       contradicted), `transient` (items read but not stored), `fallbacks`
       (calls that went without the index), `evictions`,
-      `summaries_reused`, `summaries_built`.
+      `summaries_reused`, `summaries_built`, `rewinds_reused` (rewinds
+      answered from the last one on the same list, or on it extended by
+      events that rewind nothing).
     """
 
 def apply_rewinds(events: object) -> list[Event] | None:

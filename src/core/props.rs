@@ -113,6 +113,21 @@ proptest! {
         }
     }
 
+    /// What the index's rewind memo relies on: events appended after a
+    /// list, none of them a rewind, change nothing before them and all
+    /// survive.
+    #[test]
+    fn rewinds_of_an_extended_list_extend_the_result(
+        events in prop::collection::vec(event(), 0..40),
+        tail in prop::collection::vec(event(), 0..8),
+    ) {
+        let mut all = events.clone();
+        all.extend(tail.iter().map(|e| EventView { rewind_before: None, ..*e }));
+        let mut expected = apply_rewinds(&events);
+        expected.extend(events.len()..all.len());
+        prop_assert_eq!(apply_rewinds(&all), expected);
+    }
+
     #[test]
     fn recovery_keeps_every_event_in_order(
         spec in prop::collection::vec((0u8..10, prop::collection::vec(0u32..4, 0..3), prop::collection::vec(0u32..4, 0..3)), 0..25),

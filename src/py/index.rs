@@ -89,10 +89,32 @@ struct Tracked {
     /// of it, so their compacted contents hold the same parts; learned from
     /// the first summary read, forgotten when the slot is bound anew.
     plain: FastMap<Slot, EventView>,
+    /// The last `apply_rewinds` on this session through the index, to
+    /// answer the next one on the same list, or on it extended (see
+    /// [`rewinds_again`]).
+    rewinds: Option<RewindsMemo>,
+    /// Bumped whenever what a slot stores or is bound to changes, so a
+    /// remembered result is only reused over an unchanged index.
+    generation: u64,
     /// The addresses of the last list read directly, as a one-hash bitmap
     /// (see `worth_indexing`); only compared, never dereferenced.
     seen: Vec<u64>,
     last_used: u64,
+}
+
+/// The items of the last rewinds call (object address and slot, each bound
+/// then) and the positions that survived.
+struct RewindsMemo {
+    addrs: Vec<usize>,
+    slots: Vec<Slot>,
+    kept: Vec<u32>,
+    generation: u64,
+}
+
+impl RewindsMemo {
+    fn memory_bytes(&self) -> usize {
+        self.addrs.capacity() * 8 + self.slots.capacity() * 4 + self.kept.capacity() * 4
+    }
 }
 
 /// A summary Event handed out for a compaction event, and what it was
@@ -302,6 +324,8 @@ impl Tracked {
             next_holder: 1,
             summaries: FastMap::default(),
             plain: FastMap::default(),
+            rewinds: None,
+            generation: 0,
             seen: Vec::new(),
             last_used: 0,
         }
@@ -328,6 +352,7 @@ impl Tracked {
             + self.strong.capacity()
             + self.alias_holder.capacity() * std::mem::size_of::<u32>()
             + self.seen.capacity() * 8
+            + self.rewinds.as_ref().map_or(0, RewindsMemo::memory_bytes)
             + weak * 64
             + held
     }
@@ -337,6 +362,7 @@ impl Tracked {
     fn bind(&mut self, slot: Slot, obj: &Bound<'_, PyAny>, strong: bool) -> PyResult<()> {
         self.core.rebind(slot, obj.as_ptr() as usize);
         self.plain.remove(&slot);
+        self.generation += 1;
         let k = slot as usize;
         self.primary[k] = Some(if strong {
             obj.clone().unbind()
@@ -500,6 +526,7 @@ struct Counters {
     evictions: u64,
     summaries_reused: u64,
     summaries_built: u64,
+    rewinds_reused: u64,
     copied: u64,
     copy_nanos: u64,
     direct: u64,
@@ -528,6 +555,7 @@ static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
         evictions: 0,
         summaries_reused: 0,
         summaries_built: 0,
+        rewinds_reused: 0,
         copied: 0,
         copy_nanos: 0,
         direct: 0,
@@ -679,6 +707,26 @@ impl<'py> Loaded<'py> {
     }
 }
 
+impl Loaded<'_> {
+    /// Remembers `kept`, the result of `apply_rewinds` on this call's list,
+    /// for [`rewinds_again`] (when every item is bound).
+    pub fn remember_rewinds(&mut self, kept: &[usize]) {
+        let Some((_, t)) = &mut self.checkout else {
+            return;
+        };
+        if self.slots.len() != self.objects.len() || self.slots.contains(&Slot::MAX) {
+            t.rewinds = None;
+            return;
+        }
+        t.rewinds = Some(RewindsMemo {
+            addrs: self.objects.iter().map(|o| o.as_ptr() as usize).collect(),
+            slots: self.slots.clone(),
+            kept: kept.iter().map(|&i| i as u32).collect(),
+            generation: t.generation,
+        });
+    }
+}
+
 impl Drop for Loaded<'_> {
     fn drop(&mut self) {
         let Some((key, mut tracked)) = self.checkout.take() else {
@@ -737,6 +785,74 @@ pub fn load<'py>(events: &Bound<'py, PyAny>, need: Need) -> Extracted<Loaded<'py
         }
     }
     direct(list, need)
+}
+
+/// `apply_rewinds` on `list` from the session's last one, without reading
+/// or viewing its events: when `list` holds the last call's objects (still
+/// bound to the same slots, over an unchanged index) followed by events the
+/// index knows that carry no rewind (nothing before them changes, and they
+/// all stay), the surviving positions. `None`: compute.
+pub fn rewinds_again(list: &Bound<'_, PyList>) -> Extracted<Option<Vec<u32>>> {
+    let Some(key) = session_key(list)? else {
+        return Ok(None);
+    };
+    let Some(mut t) = checkout_existing(&key) else {
+        return Ok(None);
+    };
+    let kept = extend_rewinds(&mut t, list);
+    checkin(key, t);
+    if kept.is_some() {
+        registry().counters.rewinds_reused += 1;
+    }
+    Ok(kept)
+}
+
+fn extend_rewinds(t: &mut Tracked, list: &Bound<'_, PyList>) -> Option<Vec<u32>> {
+    let memo = t.rewinds.take()?;
+    let n = list.len();
+    let known = memo.addrs.len();
+    if memo.generation != t.generation || n < known {
+        return None;
+    }
+    // Copies are bound by holder: each holder's liveness is looked up once.
+    let mut live_holder = 0;
+    for (i, (&addr, &slot)) in memo.addrs.iter().zip(&memo.slots).enumerate() {
+        let ptr = list_item(list, i);
+        if ptr as usize != addr {
+            return None;
+        }
+        let holder = t.alias_holder.get(slot as usize).copied().unwrap_or(0);
+        let copy_of_live_holder = holder != 0
+            && t.core.alias(slot) == addr
+            && (holder == live_holder || t.holder_alive(holder));
+        if copy_of_live_holder {
+            live_holder = holder;
+        } else if !t.bound(slot, ptr) {
+            return None;
+        }
+    }
+    let groups = group::REWIND | group::INVOCATION;
+    let mut memo = memo;
+    let mut next = memo.slots.last().map_or(0, |&s| s as usize + 1);
+    for i in known..n {
+        let ptr = list_item(list, i);
+        let slot = t.slot_of_object(ptr, next)?;
+        if t.core.verified(slot) & groups != groups
+            || t.core
+                .view_of_groups(slot, ptr as u64, groups)
+                .rewind_before
+                .is_some()
+        {
+            return None;
+        }
+        next = slot as usize + 1;
+        memo.addrs.push(ptr as usize);
+        memo.slots.push(slot);
+        memo.kept.push(i as u32);
+    }
+    let kept = memo.kept.clone();
+    t.rewinds = Some(memo);
+    Some(kept)
 }
 
 /// Reads `list` without the index.
@@ -987,6 +1103,7 @@ fn adopt(
             .merge(*s, &view, groups_of(need), &scratch)
             .map_err(|_| Outcome::Decline("not storable"))?
         {
+            t.generation += 1;
             changed += 1;
         }
         bind_copy(t, *s, n, holder, held);
@@ -1073,6 +1190,7 @@ impl Counters {
         self.evictions += c.evictions;
         self.summaries_reused += c.summaries_reused;
         self.summaries_built += c.summaries_built;
+        self.rewinds_reused += c.rewinds_reused;
         self.copied += c.copied;
         self.copy_nanos += c.copy_nanos;
         self.direct += c.direct;
@@ -1254,6 +1372,7 @@ fn resolve<'py>(
                     .map_err(storable)?
                 {
                     t.plain.remove(&slot);
+                    t.generation += 1;
                     counts.changed += 1;
                 }
             }
@@ -1263,6 +1382,7 @@ fn resolve<'py>(
                     .merge(slot, &view, groups, &scratch)
                     .map_err(storable)?
                 {
+                    t.generation += 1;
                     counts.changed += 1;
                 }
                 slots[i] = slot;
@@ -1384,6 +1504,7 @@ pub fn index_stats(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     out.set_item("evictions", c.evictions)?;
     out.set_item("summaries_reused", c.summaries_reused)?;
     out.set_item("summaries_built", c.summaries_built)?;
+    out.set_item("rewinds_reused", c.rewinds_reused)?;
     out.set_item("copied", c.copied)?;
     out.set_item("direct", c.direct)?;
     out.set_item("copy_seconds", c.copy_nanos as f64 * 1e-9)?;

@@ -1,8 +1,9 @@
 //! Binding of `core::rewind`.
 
 use super::error::{finish, Extracted};
+use super::extract::Extractor;
 use super::extract::Need;
-use super::index::load;
+use super::index::{load, rewinds_again};
 use crate::core::guarded;
 use crate::core::rewind;
 use pyo3::prelude::*;
@@ -24,8 +25,21 @@ fn run<'py>(events: &Bound<'py, PyAny>) -> Extracted<Bound<'py, PyList>> {
         invocation: true,
         ..Need::default()
     };
+    let list = Extractor::list(events)?;
+    if let Some(kept) = rewinds_again(list)? {
+        // Everything kept (no rewind in the session): a copy of the list.
+        if kept.len() == list.len() {
+            return Ok(list
+                .get_slice(0, list.len())
+                .cast_into_exact::<PyList>()
+                .map_err(PyErr::from)?);
+        }
+        let items = kept.iter().map(|&i| list.get_item(i as usize));
+        return Ok(PyList::new(py, items.collect::<PyResult<Vec<_>>>()?)?);
+    }
     let mut loaded = load(events, need)?;
     let views = std::mem::take(&mut loaded.views);
     let kept = py.detach(move || guarded(|| Ok(rewind::apply_rewinds(&views))))?;
+    loaded.remember_rewinds(&kept);
     Ok(PyList::new(py, kept.iter().map(|&i| &loaded.objects[i]))?)
 }
