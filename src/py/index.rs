@@ -788,10 +788,11 @@ pub fn load<'py>(events: &Bound<'py, PyAny>, need: Need) -> Extracted<Loaded<'py
 }
 
 /// `apply_rewinds` on `list` from the session's last one, without reading
-/// or viewing its events: when `list` holds the last call's objects (still
-/// bound to the same slots, over an unchanged index) followed by events the
-/// index knows that carry no rewind (nothing before them changes, and they
-/// all stay), the surviving positions. `None`: compute.
+/// or viewing the events it had: when `list` holds the last call's objects
+/// (still bound to the same slots, over an unchanged index) followed by
+/// events that carry no rewind (nothing before them changes, and they all
+/// stay; they are resolved as any call resolves its list: new ones read and
+/// stored), the surviving positions. `None`: compute.
 pub fn rewinds_again(list: &Bound<'_, PyList>) -> Extracted<Option<Vec<u32>>> {
     let Some(key) = session_key(list)? else {
         return Ok(None);
@@ -831,24 +832,35 @@ fn extend_rewinds(t: &mut Tracked, list: &Bound<'_, PyList>) -> Option<Vec<u32>>
             return None;
         }
     }
-    let groups = group::REWIND | group::INVOCATION;
     let mut memo = memo;
-    let mut next = memo.slots.last().map_or(0, |&s| s as usize + 1);
-    for i in known..n {
-        let ptr = list_item(list, i);
-        let slot = t.slot_of_object(ptr, next)?;
-        if t.core.verified(slot) & groups != groups
-            || t.core
-                .view_of_groups(slot, ptr as u64, groups)
-                .rewind_before
-                .is_some()
+    if n > known {
+        // The tail through the identity and id passes, as any call: new
+        // events are read and stored, known ones confirmed.
+        let tail = list.get_slice(known, n);
+        let need = Need {
+            rewind: true,
+            invocation: true,
+            ..Need::default()
+        };
+        let generation = t.generation;
+        let mut ex = Extractor::with_interner(list.py(), std::mem::take(&mut t.interner)).ok()?;
+        ex.interner.begin_call();
+        let resolved = resolve(t, &mut ex, &tail, normalized(need));
+        t.interner = std::mem::take(&mut ex.interner);
+        t.core.end_call();
+        let (objects, views, slots, counts) = resolved.ok()?;
+        registry().counters.add(&counts);
+        // Rebinding a slot (an object of a known id) may touch the prefix.
+        if t.generation != generation
+            || slots.contains(&Slot::MAX)
+            || views.iter().any(|v| v.rewind_before.is_some())
         {
             return None;
         }
-        next = slot as usize + 1;
-        memo.addrs.push(ptr as usize);
-        memo.slots.push(slot);
-        memo.kept.push(i as u32);
+        memo.addrs
+            .extend(objects.iter().map(|o| o.as_ptr() as usize));
+        memo.slots.extend_from_slice(&slots);
+        memo.kept.extend(known as u32..n as u32);
     }
     let kept = memo.kept.clone();
     t.rewinds = Some(memo);
