@@ -294,6 +294,26 @@ def test_rewinds_are_answered_from_the_last_call_on_the_same_list() -> None:
     check(False)
 
 
+def test_a_session_copy_inherits_the_last_rewinds_result() -> None:
+    # The copies are bound to the slots of the objects they copy, so the
+    # last result holds for them: the invocation's first rewinds call on
+    # its copy is answered from it (and is google-adk's).
+    from google.adk.sessions.session import Session
+
+    stored = Session(id="s", app_name="a", user_id="u", events=session(seed=9, n=300))
+    fc.install()
+    try:
+        bind(stored.events)
+        copied = copy.deepcopy(stored)
+        before = _native.index_stats()
+        ours = call(fc.apply_rewinds, copied.events)
+        assert delta(before, "rewinds_reused") == 1
+        assert_same_events(ours.value, ORIG_APPLY_REWINDS(copied.events), [copied.events])
+        assert all(a is b for a, b in zip(ours.value, copied.events, strict=True))
+    finally:
+        fc.uninstall()
+
+
 def test_summaries_are_reused_while_unchanged() -> None:
     events = _sessions.build_session(400)
     bind(events)

@@ -915,6 +915,31 @@ fn event_id<'py>(obj: &Bound<'py, PyAny>) -> Extracted<Option<Bound<'py, PyStrin
     Ok(id.and_then(|id| id.cast_into_exact::<PyString>().ok()))
 }
 
+/// Moves the last rewinds result onto a session copy: when the copies at
+/// its positions in `new` were just bound (by holder `holder`) to its slots,
+/// it names them instead (same slots, same stored views, so the same
+/// result), and the invocation's first rewinds call is answered from it.
+fn carry_rewinds(t: &mut Tracked, new: &Bound<'_, PyList>, holder: u32) {
+    let Some(memo) = t.rewinds.as_mut() else {
+        return;
+    };
+    if memo.generation != t.generation || memo.slots.len() > new.len() {
+        return;
+    }
+    let mut addrs = Vec::with_capacity(memo.addrs.len());
+    for (j, &slot) in memo.slots.iter().enumerate() {
+        let ptr = list_item(new, j) as usize;
+        if ptr == 0
+            || t.core.alias(slot) != ptr
+            || t.alias_holder.get(slot as usize) != Some(&holder)
+        {
+            return;
+        }
+        addrs.push(ptr);
+    }
+    memo.addrs = addrs;
+}
+
 /// Binds the deep copies in `new` to the slots of the objects in `old` they
 /// were copied from, position by position (`Session.__deepcopy__` calls
 /// this after copying a session's events, see `_patch`). A deep copy equals
@@ -1027,6 +1052,9 @@ pub fn index_copied(
             }
             Err(Outcome::Error(err)) => return Err(err),
         }
+    }
+    if result.is_ok() {
+        carry_rewinds(&mut t, new, holder_id);
     }
     if let Ok(mut objects) = holder.get().objects.lock() {
         *objects = held;
