@@ -34,6 +34,7 @@ from google.adk.events.event_actions import EventActions, EventCompaction
 from google.adk.platform import uuid as platform_uuid
 from google.genai import types
 from strategies import random_session
+from test_summaries import assert_equal_but_id
 
 
 @pytest.fixture(autouse=True)
@@ -310,6 +311,34 @@ def test_a_session_copy_inherits_the_last_rewinds_result() -> None:
         assert delta(before, "rewinds_reused") == 1
         assert_same_events(ours.value, ORIG_APPLY_REWINDS(copied.events), [copied.events])
         assert all(a is b for a, b in zip(ours.value, copied.events, strict=True))
+    finally:
+        fc.uninstall()
+
+
+def test_summaries_of_a_session_copy_share_the_copys_objects() -> None:
+    # A copy's summaries are built in Rust (default id provider) from what
+    # the deep copy's memo names: equal to google-adk's but for the drawn
+    # id, holding the copy's own actions and compacted content.
+    from google.adk.sessions.session import Session
+
+    stored = Session(id="s", app_name="a", user_id="u", events=session(seed=11, n=400))
+    fc.install()
+    try:
+        bind(stored.events)
+        fc.process_compaction_events(stored.events, "root")
+        for _ in range(2):
+            copied = copy.deepcopy(stored)
+            ours = fc.process_compaction_events(copied.events, "root")
+            orig = ORIG_PROCESS(copied.events, "root")
+            assert len(ours) == len(orig)
+            summaries = 0
+            for a, b in zip(ours, orig, strict=True):
+                if any(a is x for x in copied.events):
+                    assert a is b
+                else:
+                    assert_equal_but_id(a, b)
+                    summaries += 1
+            assert summaries
     finally:
         fc.uninstall()
 

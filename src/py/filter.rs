@@ -75,7 +75,10 @@ fn run<'py>(
             builder = Some(summary::Builder::new(py, order.len())?);
         }
         let built = match builder.as_mut().and_then(Option::as_mut) {
-            Some(b) => b.build(event, author)?,
+            Some(b) => match batch.copy_source(index) {
+                Some(source) => Some(b.build_from(&source, author)?),
+                None => b.build(event, author)?,
+            },
             None => None,
         };
         let summary = match built {

@@ -51,6 +51,7 @@
 
 use super::error::{Extracted, Outcome};
 use super::extract::{event_dict, Extractor, Interner, Need, CHUNK};
+use super::summary;
 use super::version_tag;
 use crate::core::hash::FastMap;
 use crate::core::index::{group, id_key, EventIndex, Slot};
@@ -89,6 +90,14 @@ struct Tracked {
     /// of it, so their compacted contents hold the same parts; learned from
     /// the first summary read, forgotten when the slot is bound anew.
     plain: FastMap<Slot, EventView>,
+    /// What the summaries of a compaction slot take from the stored
+    /// original bound to it (see `summary::Source`: timestamp, content,
+    /// branch, scope, invocation id, actions), read when it is first deep
+    /// copied: a session copy's summaries are then built from these and the
+    /// copies of `actions` and `content` the deep copy's memo names, without
+    /// reading the copy (see [`index_copied`]). Forgotten when the slot is
+    /// bound anew.
+    sources: FastMap<Slot, [Py<PyAny>; 6]>,
     /// The last `apply_rewinds` on this session through the index, to
     /// answer the next one on the same list, or on it extended (see
     /// [`rewinds_again`]).
@@ -148,6 +157,9 @@ struct Summary {
 #[pyclass(frozen)]
 struct CopyHolder {
     objects: Mutex<Vec<Py<PyAny>>>,
+    /// By compaction slot, the copies of the stored original's `actions`
+    /// and compacted `content` (see `Tracked::sources`).
+    parts: Mutex<FastMap<Slot, [Py<PyAny>; 2]>>,
     alive: AtomicBool,
     /// The weak reference to the session copy, kept so the callback runs
     /// (CPython drops its reference to the callback once it ran).
@@ -157,7 +169,12 @@ struct CopyHolder {
 impl CopyHolder {
     fn memory_bytes(&self) -> usize {
         let objects = self.objects.lock().map(|v| v.capacity()).unwrap_or(0);
-        std::mem::size_of::<Self>() + objects * std::mem::size_of::<Py<PyAny>>() + 64
+        let parts = self
+            .parts
+            .lock()
+            .map(|p| crate::core::index::map_bytes(&p))
+            .unwrap_or(0);
+        std::mem::size_of::<Self>() + objects * std::mem::size_of::<Py<PyAny>>() + parts + 64
     }
 }
 
@@ -169,6 +186,10 @@ impl CopyHolder {
             Ok(mut v) => std::mem::take(&mut *v),
             Err(p) => std::mem::take(&mut *p.into_inner()),
         };
+        let parts = match self.parts.lock() {
+            Ok(mut v) => std::mem::take(&mut *v),
+            Err(p) => std::mem::take(&mut *p.into_inner()),
+        };
         // The weak reference has fired: of no further use.
         let session = match self.session.lock() {
             Ok(mut w) => w.take(),
@@ -176,6 +197,7 @@ impl CopyHolder {
         };
         // Released with no lock held: freeing them may run callbacks.
         drop(objects);
+        drop(parts);
         drop(session);
     }
 }
@@ -324,6 +346,7 @@ impl Tracked {
             next_holder: 1,
             summaries: FastMap::default(),
             plain: FastMap::default(),
+            sources: FastMap::default(),
             rewinds: None,
             generation: 0,
             seen: Vec::new(),
@@ -362,6 +385,7 @@ impl Tracked {
     fn bind(&mut self, slot: Slot, obj: &Bound<'_, PyAny>, strong: bool) -> PyResult<()> {
         self.core.rebind(slot, obj.as_ptr() as usize);
         self.plain.remove(&slot);
+        self.sources.remove(&slot);
         self.generation += 1;
         let k = slot as usize;
         self.primary[k] = Some(if strong {
@@ -489,6 +513,7 @@ impl Tracked {
     fn summary_bytes(&self) -> usize {
         crate::core::index::map_bytes(&self.summaries)
             + crate::core::index::map_bytes(&self.plain)
+            + crate::core::index::map_bytes(&self.sources)
             + self.summaries.values().map(|s| s.bytes).sum::<usize>()
     }
 }
@@ -633,6 +658,42 @@ impl<'py> Loaded<'py> {
             }
         }
         Ok(view)
+    }
+
+    /// What the summary of the compaction event at `i` of the list takes
+    /// from it, when that is a session copy whose holder has its parts (see
+    /// `Tracked::sources`): nothing of the copy is read.
+    pub fn copy_source(&self, i: usize) -> Option<summary::Source<'py>> {
+        let (Some((_, t)), Some(&slot)) = (&self.checkout, self.slots.get(i)) else {
+            return None;
+        };
+        let obj = self.objects.get(i)?;
+        let k = slot as usize;
+        if slot == Slot::MAX || t.core.alias(slot) != obj.as_ptr() as usize {
+            return None;
+        }
+        let id = *t.alias_holder.get(k)?;
+        let (_, holder) = t.holders.iter().rev().find(|(h, _)| *h == id)?;
+        let holder = holder.get();
+        if !holder.alive.load(Ordering::Acquire) {
+            return None;
+        }
+        let [actions, content] = holder
+            .parts
+            .lock()
+            .ok()?
+            .get(&slot)
+            .map(|[a, c]| [a.clone_ref(obj.py()), c.clone_ref(obj.py())])?;
+        let src = t.sources.get(&slot)?;
+        let py = obj.py();
+        Some(summary::Source {
+            timestamp: src[0].bind(py).clone(),
+            content: content.into_bound(py),
+            branch: src[2].bind(py).clone(),
+            scope: src[3].bind(py).clone(),
+            invocation: src[4].bind(py).clone(),
+            actions: actions.into_bound(py),
+        })
     }
 
     /// The summary handed out before for the compaction event at `i` of
@@ -915,6 +976,53 @@ fn event_id<'py>(obj: &Bound<'py, PyAny>) -> Extracted<Option<Bound<'py, PyStrin
     Ok(id.and_then(|id| id.cast_into_exact::<PyString>().ok()))
 }
 
+/// For each stored compaction event `o` of slot `s` just copied: what its
+/// summaries take from it (read once per binding, `Tracked::sources`), and
+/// the copies `memo` names of its `actions` and compacted `content` (the
+/// copy's own, since the copy was made from `o` with this memo), given to
+/// `holder` for the summaries of the copy.
+fn copied_parts(
+    t: &mut Tracked,
+    compactions: &[(Bound<'_, PyAny>, Slot)],
+    memo: &Bound<'_, PyDict>,
+    holder: &CopyHolder,
+) -> PyResult<()> {
+    let py = memo.py();
+    let ty = super::extract::types(py)?;
+    let mut parts = FastMap::default();
+    for (o, s) in compactions {
+        if !t.sources.contains_key(s) {
+            let Some(src) = summary::Source::read(o)? else {
+                continue;
+            };
+            t.sources.insert(
+                *s,
+                [
+                    src.timestamp,
+                    src.content,
+                    src.branch,
+                    src.scope,
+                    src.invocation,
+                    src.actions,
+                ]
+                .map(Bound::unbind),
+            );
+        }
+        let src = &t.sources[s];
+        let copy_of = |obj: &Py<PyAny>| memo.get_item(obj.as_ptr() as usize);
+        let (Some(actions), Some(content)) = (copy_of(&src[5])?, copy_of(&src[1])?) else {
+            continue;
+        };
+        if actions.get_type().is(&ty.actions) && content.get_type().is(&ty.content) {
+            parts.insert(*s, [actions.unbind(), content.unbind()]);
+        }
+    }
+    if let Ok(mut held) = holder.parts.lock() {
+        *held = parts;
+    }
+    Ok(())
+}
+
 /// Moves the last rewinds result onto a session copy: when the copies at
 /// its positions in `new` were just bound (by holder `holder`) to its slots,
 /// it names them instead (same slots, same stored views, so the same
@@ -950,11 +1058,17 @@ fn carry_rewinds(t: &mut Tracked, new: &Bound<'_, PyList>, holder: u32) {
 /// holding `new`, dies. Sources the index knows by id only are read and
 /// bound (see [`adopt`]); others are left alone, and so is anything but two
 /// lists of one length holding exact `Event`s.
+///
+/// With `memo` (the deep copy's memo: `id` of each copied object to its
+/// copy), the copies of compaction events get what their summaries need
+/// from it (see `Tracked::sources`).
 #[pyfunction]
+#[pyo3(signature = (old, new, session, memo = None))]
 pub fn index_copied(
     old: &Bound<'_, PyAny>,
     new: &Bound<'_, PyAny>,
     session: &Bound<'_, PyAny>,
+    memo: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<()> {
     let start = std::time::Instant::now();
     let (Ok(old), Ok(new)) = (old.cast_exact::<PyList>(), new.cast_exact::<PyList>()) else {
@@ -976,6 +1090,7 @@ pub fn index_copied(
         py,
         CopyHolder {
             objects: Mutex::new(Vec::new()),
+            parts: Mutex::new(FastMap::default()),
             alive: AtomicBool::new(true),
             session: Mutex::new(None),
         },
@@ -1005,6 +1120,8 @@ pub fn index_copied(
     // model call is first read in the next invocation's copy).
     let mut misses: Vec<(Bound<'_, PyAny>, Bound<'_, PyAny>, Slot)> = Vec::new();
     let mut result = Ok(());
+    // Compaction events among the stored originals, with their slots.
+    let mut compactions: Vec<(Bound<'_, PyAny>, Slot)> = Vec::new();
     // The stored originals are read by address only (the session keeps
     // them, and nothing below runs Python code that could change the
     // lists): they are not touched unless known by id only. Their copies
@@ -1032,12 +1149,27 @@ pub fn index_copied(
         claim(s);
         next = s as usize + 1;
         let k = s as usize;
-        if t.core.ptr(s) == o.as_ptr() as usize && !t.strong[k] {
+        let primary = t.core.ptr(s) == o.as_ptr() as usize;
+        if primary && !t.strong[k] {
             t.primary[k] = Some(o.to_owned().unbind());
             t.strong[k] = true;
         }
+        if primary
+            && memo.is_some()
+            && t.core
+                .view_of_groups(s, 0, group::COMPACTION)
+                .compaction
+                .is_some()
+        {
+            compactions.push((o.to_owned(), s));
+        }
         bind_copy(&mut t, s, &n, holder_id, &mut held);
         copied += 1;
+    }
+    if let (Ok(()), Some(memo)) = (&result, memo.and_then(|m| m.cast_exact::<PyDict>().ok())) {
+        if let Err(err) = copied_parts(&mut t, &compactions, memo, holder.get()) {
+            result = Err(err);
+        }
     }
     if result.is_ok() && !misses.is_empty() {
         match adopt(&mut t, &misses, holder_id, &mut held) {
@@ -1412,6 +1544,7 @@ fn resolve<'py>(
                     .map_err(storable)?
                 {
                     t.plain.remove(&slot);
+                    t.sources.remove(&slot);
                     t.generation += 1;
                     counts.changed += 1;
                 }

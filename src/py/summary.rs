@@ -127,54 +127,28 @@ impl<'py> Builder<'py> {
         event: &Bound<'py, PyAny>,
         author: &Bound<'py, PyString>,
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
-        let py = self.py;
-        let t = types(py)?;
-        // Read through the instance dicts (no attribute protocol), each
-        // model exactly of the type validation keeps as is.
-        let read = || -> Extracted<_> {
-            let fields = model_dict(event, &t.event, "")?;
-            let get = |dict: &Bound<'py, PyDict>, key: &Bound<'py, PyString>| {
-                dict.get_item(key)?.ok_or(Outcome::Decline(""))
-            };
-            let actions = get(&fields, intern!(py, "actions"))?;
-            let compaction = get(
-                &model_dict(&actions, &t.actions, "")?,
-                intern!(py, "compaction"),
-            )?;
-            let compaction_fields = model_dict(&compaction, &t.compaction, "")?;
-            Ok((
-                get(&compaction_fields, intern!(py, "end_timestamp"))?,
-                get(&compaction_fields, intern!(py, "compacted_content"))?,
-                get(&fields, intern!(py, "branch"))?,
-                get(&fields, intern!(py, "isolation_scope"))?,
-                get(&fields, intern!(py, "invocation_id"))?,
-                actions,
-            ))
-        };
-        let (timestamp, content, branch, scope, invocation, actions) = match read() {
-            Ok(values) => values,
-            Err(Outcome::Decline(_)) => return Ok(None),
-            Err(Outcome::Error(err)) => return Err(err),
-        };
-        let optional_str =
-            |v: &Bound<'py, PyAny>| v.is_none() || v.is_exact_instance_of::<PyString>();
-        if !(timestamp.is_exact_instance_of::<PyFloat>()
-            && content.get_type().is(&t.content)
-            && invocation.is_exact_instance_of::<PyString>()
-            && optional_str(&branch)
-            && optional_str(&scope))
-        {
-            return Ok(None);
+        match Source::read(event)? {
+            Some(source) => self.build_from(&source, author).map(Some),
+            None => Ok(None),
         }
+    }
+
+    /// The summary of a compaction event whose values are `source`'s.
+    pub fn build_from(
+        &mut self,
+        source: &Source<'py>,
+        author: &Bound<'py, PyString>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = self.py;
         let tpl = self.template;
         let values = tpl.values.bind(py).copy()?;
-        values.set_item(intern!(py, "timestamp"), timestamp)?;
+        values.set_item(intern!(py, "timestamp"), &source.timestamp)?;
         values.set_item(intern!(py, "author"), author)?;
-        values.set_item(intern!(py, "content"), content)?;
-        values.set_item(intern!(py, "branch"), branch)?;
-        values.set_item(intern!(py, "isolation_scope"), scope)?;
-        values.set_item(intern!(py, "invocation_id"), invocation)?;
-        values.set_item(intern!(py, "actions"), actions)?;
+        values.set_item(intern!(py, "content"), &source.content)?;
+        values.set_item(intern!(py, "branch"), &source.branch)?;
+        values.set_item(intern!(py, "isolation_scope"), &source.scope)?;
+        values.set_item(intern!(py, "invocation_id"), &source.invocation)?;
+        values.set_item(intern!(py, "actions"), &source.actions)?;
         let node = self.model(
             &tpl.node_info,
             tpl.node_values.bind(py).copy()?,
@@ -183,7 +157,7 @@ impl<'py> Builder<'py> {
         values.set_item(intern!(py, "node_info"), node)?;
         // The id is drawn last, as `model_post_init` draws it.
         values.set_item(intern!(py, "id"), self.new_id()?)?;
-        Ok(Some(self.model(&tpl.event, values, &tpl.fields_set)?))
+        self.model(&tpl.event, values, &tpl.fields_set)
     }
 
     /// A model instance of `cls` with instance dict `values`, fields set a
@@ -233,5 +207,60 @@ impl<'py> Builder<'py> {
             }
         }
         Ok(obj)
+    }
+}
+
+/// What a summary takes from its compaction event: `actions`, its
+/// compaction's `end_timestamp` and `compacted_content`, and the event's
+/// `branch`, `isolation_scope` and `invocation_id`, each of the exact type
+/// validation keeps as is.
+pub struct Source<'py> {
+    pub timestamp: Bound<'py, PyAny>,
+    pub content: Bound<'py, PyAny>,
+    pub branch: Bound<'py, PyAny>,
+    pub scope: Bound<'py, PyAny>,
+    pub invocation: Bound<'py, PyAny>,
+    pub actions: Bound<'py, PyAny>,
+}
+
+impl<'py> Source<'py> {
+    /// Reads `event` through the instance dicts (no attribute protocol);
+    /// `None` when a value is not of the type validation keeps as is.
+    pub fn read(event: &Bound<'py, PyAny>) -> PyResult<Option<Self>> {
+        let py = event.py();
+        let t = types(py)?;
+        let read = || -> Extracted<_> {
+            let fields = model_dict(event, &t.event, "")?;
+            let get = |dict: &Bound<'py, PyDict>, key: &Bound<'py, PyString>| {
+                dict.get_item(key)?.ok_or(Outcome::Decline(""))
+            };
+            let actions = get(&fields, intern!(py, "actions"))?;
+            let compaction = get(
+                &model_dict(&actions, &t.actions, "")?,
+                intern!(py, "compaction"),
+            )?;
+            let compaction_fields = model_dict(&compaction, &t.compaction, "")?;
+            Ok(Source {
+                timestamp: get(&compaction_fields, intern!(py, "end_timestamp"))?,
+                content: get(&compaction_fields, intern!(py, "compacted_content"))?,
+                branch: get(&fields, intern!(py, "branch"))?,
+                scope: get(&fields, intern!(py, "isolation_scope"))?,
+                invocation: get(&fields, intern!(py, "invocation_id"))?,
+                actions,
+            })
+        };
+        let source = match read() {
+            Ok(source) => source,
+            Err(Outcome::Decline(_)) => return Ok(None),
+            Err(Outcome::Error(err)) => return Err(err),
+        };
+        let optional_str =
+            |v: &Bound<'py, PyAny>| v.is_none() || v.is_exact_instance_of::<PyString>();
+        let exact = source.timestamp.is_exact_instance_of::<PyFloat>()
+            && source.content.get_type().is(&t.content)
+            && source.invocation.is_exact_instance_of::<PyString>()
+            && optional_str(&source.branch)
+            && optional_str(&source.scope);
+        Ok(exact.then_some(source))
     }
 }
