@@ -397,16 +397,20 @@ impl Tracked {
         Ok(())
     }
 
+    /// Holder number `id`, while it still holds its copies.
+    #[inline]
+    fn live_holder(&self, id: u32) -> Option<&CopyHolder> {
+        if id == 0 {
+            return None;
+        }
+        let (_, holder) = self.holders.iter().rev().find(|(h, _)| *h == id)?;
+        Some(holder.get()).filter(|h| h.alive.load(Ordering::Acquire))
+    }
+
     /// Whether the copies held by holder number `id` are still held.
     #[inline]
     fn holder_alive(&self, id: u32) -> bool {
-        id != 0
-            && self
-                .holders
-                .iter()
-                .rev()
-                .find(|(h, _)| *h == id)
-                .is_some_and(|(_, h)| h.get().alive.load(Ordering::Acquire))
+        self.live_holder(id).is_some()
     }
 
     /// Whether a call on `list` should go through the index: when at least
@@ -672,12 +676,7 @@ impl<'py> Loaded<'py> {
         if slot == Slot::MAX || t.core.alias(slot) != obj.as_ptr() as usize {
             return None;
         }
-        let id = *t.alias_holder.get(k)?;
-        let (_, holder) = t.holders.iter().rev().find(|(h, _)| *h == id)?;
-        let holder = holder.get();
-        if !holder.alive.load(Ordering::Acquire) {
-            return None;
-        }
+        let holder = t.live_holder(*t.alias_holder.get(k)?)?;
         let [actions, content] = holder
             .parts
             .lock()
@@ -766,9 +765,7 @@ impl<'py> Loaded<'py> {
         );
         Ok(Some(bytes))
     }
-}
 
-impl Loaded<'_> {
     /// Remembers `kept`, the result of `apply_rewinds` on this call's list,
     /// for [`rewinds_again`] (when every item is bound).
     pub fn remember_rewinds(&mut self, kept: &[usize]) {
