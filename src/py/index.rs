@@ -772,7 +772,7 @@ impl<'py> Loaded<'py> {
         let Some((_, t)) = &mut self.checkout else {
             return;
         };
-        if self.slots.len() != self.objects.len() || self.slots.contains(&Slot::MAX) {
+        if self.slots.contains(&Slot::MAX) {
             t.rewinds = None;
             return;
         }
@@ -973,23 +973,27 @@ fn event_id<'py>(obj: &Bound<'py, PyAny>) -> Extracted<Option<Bound<'py, PyStrin
     Ok(id.and_then(|id| id.cast_into_exact::<PyString>().ok()))
 }
 
-/// For each stored compaction event `o` of slot `s` just copied: what its
-/// summaries take from it (read once per binding, `Tracked::sources`), and
-/// the copies `memo` names of its `actions` and compacted `content` (the
-/// copy's own, since the copy was made from `o` with this memo), given to
-/// `holder` for the summaries of the copy.
+/// For each compaction slot `s` whose stored original (held strongly as
+/// its primary) was just copied: what its summaries take from the original
+/// (read once per binding, `Tracked::sources`; the original is not touched
+/// otherwise), and the copies `memo` names of its `actions` and compacted
+/// `content` (the copy's own, since the copy was made from the original
+/// with this memo), given to `holder` for the summaries of the copy.
 fn copied_parts(
     t: &mut Tracked,
-    compactions: &[(Bound<'_, PyAny>, Slot)],
+    compactions: &[Slot],
     memo: &Bound<'_, PyDict>,
     holder: &CopyHolder,
 ) -> PyResult<()> {
     let py = memo.py();
     let ty = super::extract::types(py)?;
     let mut parts = FastMap::default();
-    for (o, s) in compactions {
+    for s in compactions {
         if !t.sources.contains_key(s) {
-            let Some(src) = summary::Source::read(o)? else {
+            let Some(o) = t.primary[*s as usize].as_ref().map(|o| o.bind(py).clone()) else {
+                continue;
+            };
+            let Some(src) = summary::Source::read(&o)? else {
                 continue;
             };
             t.sources.insert(
@@ -1117,8 +1121,8 @@ pub fn index_copied(
     // model call is first read in the next invocation's copy).
     let mut misses: Vec<(Bound<'_, PyAny>, Bound<'_, PyAny>, Slot)> = Vec::new();
     let mut result = Ok(());
-    // Compaction events among the stored originals, with their slots.
-    let mut compactions: Vec<(Bound<'_, PyAny>, Slot)> = Vec::new();
+    // Compaction slots whose stored original (the primary) is copied here.
+    let mut compactions: Vec<Slot> = Vec::new();
     // The stored originals are read by address only (the session keeps
     // them, and nothing below runs Python code that could change the
     // lists): they are not touched unless known by id only. Their copies
@@ -1158,7 +1162,7 @@ pub fn index_copied(
                 .compaction
                 .is_some()
         {
-            compactions.push((o.to_owned(), s));
+            compactions.push(s);
         }
         bind_copy(&mut t, s, &n, holder_id, &mut held);
         copied += 1;
