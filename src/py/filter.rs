@@ -61,7 +61,19 @@ fn run<'py>(
     // size, measured on the first.
     let mut builder = None;
     let mut built_bytes = None;
-    for &index in &order {
+    // Checking a cached summary reads a few cold objects; their loads are
+    // started some summaries ahead.
+    const AHEAD: usize = 8;
+    let reuse = reuse_for.is_some();
+    if reuse {
+        for &index in order.iter().take(AHEAD) {
+            batch.prefetch_summary(index);
+        }
+    }
+    for (k, &index) in order.iter().enumerate() {
+        if let Some(&ahead) = order.get(k + AHEAD).filter(|_| reuse) {
+            batch.prefetch_summary(ahead);
+        }
         let event = &batch.objects[index];
         let Some(author) = reuse_for else {
             summaries[index] = Some(make_summary.call1((event,))?);

@@ -144,6 +144,10 @@ struct Summary {
     /// means the same object): call recovery trusts what it knows of the
     /// slot's compacted content while the summary still has it.
     content: Py<PyAny>,
+    /// Its `node_info` when it was cached, held: while the summary's dict
+    /// is unchanged it still holds this object, whose dict is then read
+    /// without a lookup in the summary's.
+    node: Py<PyAny>,
 }
 
 /// The deep copies of one `index_copied` call, held strongly while the
@@ -239,14 +243,6 @@ fn weak_ref_with(obj: &Bound<'_, PyAny>, callback: &Bound<'_, PyAny>) -> PyResul
     new_weak_ref(obj, callback.as_ptr())
 }
 
-/// The instance dict of a plain object (a summary Event, a NodeInfo).
-fn instance_dict<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyDict>>> {
-    Ok(obj
-        .getattr(pyo3::intern!(obj.py(), "__dict__"))
-        .ok()
-        .and_then(|d| d.cast_into_exact::<PyDict>().ok()))
-}
-
 /// How a cached summary is shown to be as it was built: its instance dict
 /// and its `node_info`'s (a mutable model some agents write into) are the
 /// same dicts with the same contents.
@@ -266,18 +262,37 @@ enum Unchanged {
     },
 }
 
-/// The instance dict of a summary Event and of its `node_info`, or `None`
-/// when it no longer has that shape.
-fn summary_dicts<'py>(
-    event: &Bound<'py, PyAny>,
-) -> PyResult<Option<(Bound<'py, PyDict>, Bound<'py, PyDict>)>> {
-    let Some(dict) = instance_dict(event)? else {
+/// The instance dict of a summary Event, its `node_info` and that one's
+/// instance dict, or `None` when it no longer has that shape.
+type SummaryDicts<'py> = (Bound<'py, PyDict>, Bound<'py, PyAny>, Bound<'py, PyDict>);
+
+fn summary_dicts<'py>(event: &Bound<'py, PyAny>) -> PyResult<Option<SummaryDicts<'py>>> {
+    let Some(dict) = generic_dict(event) else {
         return Ok(None);
     };
     let Some(node) = dict.get_item(intern!(event.py(), "node_info"))? else {
         return Ok(None);
     };
-    Ok(instance_dict(&node)?.map(|node| (dict, node)))
+    Ok(generic_dict(&node).map(|node_dict| (dict, node, node_dict)))
+}
+
+/// `obj`'s instance dict as `object.__dict__` gives it (what `__dict__`
+/// gives for the models a summary is made of, which do not redefine it),
+/// without the attribute lookup; `None` when it has none.
+fn generic_dict<'py>(obj: &Bound<'py, PyAny>) -> Option<Bound<'py, PyDict>> {
+    // SAFETY: `obj` is live; PyObject_GenericGetDict returns a new reference
+    // to its instance dict, or NULL with an exception set (cleared here).
+    let dict = unsafe {
+        Bound::from_owned_ptr_or_opt(
+            obj.py(),
+            ffi::PyObject_GenericGetDict(obj.as_ptr(), std::ptr::null_mut()),
+        )
+    };
+    if dict.is_none() {
+        // SAFETY: clears the exception the failed call set.
+        unsafe { ffi::PyErr_Clear() };
+    }
+    dict.and_then(|d| d.cast_into_exact::<PyDict>().ok())
 }
 
 impl Unchanged {
@@ -324,8 +339,38 @@ impl Summary {
         {
             return Ok(false);
         }
-        Ok(summary_dicts(self.event.bind(py))?
-            .is_some_and(|(dict, node)| self.unchanged.holds(&dict, &node)))
+        Ok(self.unchanged_now(py))
+    }
+
+    /// Whether its dict and its `node_info`'s are as they were cached. The
+    /// node is the one held: an unchanged summary dict still holds it (by
+    /// tag, or by comparing the values, `node_info` among them).
+    fn unchanged_now(&self, py: Python<'_>) -> bool {
+        let (Some(dict), Some(node)) = (
+            generic_dict(self.event.bind(py)),
+            generic_dict(self.node.bind(py)),
+        ) else {
+            return false;
+        };
+        self.unchanged.holds(&dict, &node)
+    }
+
+    /// Starts loading what [`Summary::valid`] reads: the weak reference,
+    /// the summary and its node (and the line before each, where CPython
+    /// keeps a managed dict's pointer), and their dicts when known by
+    /// address.
+    fn prefetch(&self) {
+        use super::prefetch;
+        let before = |p: *mut ffi::PyObject| p.cast::<u8>().wrapping_sub(24).cast();
+        prefetch(self.source.as_ptr());
+        for p in [self.event.as_ptr(), self.node.as_ptr()] {
+            prefetch(p);
+            prefetch(before(p));
+        }
+        if let Unchanged::Tags { dict, node } = &self.unchanged {
+            prefetch(dict.0 as *const ffi::PyObject);
+            prefetch(node.0 as *const ffi::PyObject);
+        }
     }
 }
 
@@ -636,6 +681,21 @@ impl<'py> Loaded<'py> {
         obj: &Bound<'py, PyAny>,
         need: Need,
     ) -> Extracted<EventView> {
+        if let Some((_, t)) = &self.checkout {
+            // Dicts shown unchanged by their tags hold the same content:
+            // nothing of the summary is read but two dict headers.
+            if let (Some(view), Some(s)) = (t.plain.get(&slot), t.summaries.get(&slot)) {
+                if matches!(s.unchanged, Unchanged::Tags { .. })
+                    && s.event.is(obj)
+                    && s.unchanged_now(obj.py())
+                {
+                    return Ok(EventView {
+                        ident: obj.as_ptr() as u64,
+                        ..*view
+                    });
+                }
+            }
+        }
         let content = obj.getattr(intern!(obj.py(), "content"))?;
         let cached = |t: &Tracked| {
             t.summaries
@@ -695,6 +755,26 @@ impl<'py> Loaded<'py> {
         })
     }
 
+    /// Starts loading what checking the cached summary of the compaction
+    /// event at `i` of the list reads (see [`Loaded::cached_summary`]);
+    /// issued some summaries ahead, so that their cache misses overlap.
+    pub fn prefetch_summary(&self, i: usize) {
+        if let Some(&slot) = self.slots.get(i) {
+            self.prefetch_summary_of(slot);
+        }
+    }
+
+    /// [`Loaded::prefetch_summary`] for the cached summary of slot `slot`.
+    pub fn prefetch_summary_of(&self, slot: Slot) {
+        if let Some(summary) = self
+            .checkout
+            .as_ref()
+            .and_then(|(_, t)| t.summaries.get(&slot))
+        {
+            summary.prefetch();
+        }
+    }
+
     /// The summary handed out before for the compaction event at `i` of
     /// the list, when it, the event and the author are unchanged.
     pub fn cached_summary(
@@ -734,13 +814,13 @@ impl<'py> Loaded<'py> {
         if slot == Slot::MAX {
             return Ok(None);
         }
-        let Some((dict, node)) = summary_dicts(event)? else {
+        let Some((dict, node, node_dict)) = summary_dicts(event)? else {
             return Ok(None);
         };
         let Some(content) = dict.get_item(intern!(event.py(), "content"))? else {
             return Ok(None);
         };
-        let unchanged = Unchanged::of(&dict, &node);
+        let unchanged = Unchanged::of(&dict, &node_dict);
         let reaper = Bound::new(
             event.py(),
             Reaper {
@@ -761,6 +841,7 @@ impl<'py> Loaded<'py> {
                 event: event.clone().unbind(),
                 unchanged,
                 content: content.unbind(),
+                node: node.unbind(),
             },
         );
         Ok(Some(bytes))
@@ -1128,7 +1209,17 @@ pub fn index_copied(
     // lists): they are not touched unless known by id only. Their copies
     // are touched once, to be held.
     let event_type = event_type.as_ptr().cast::<ffi::PyTypeObject>();
+    // The copies were made just now but are cold again (the deep copy
+    // went through megabytes since): their loads are started some items
+    // ahead so that the misses overlap.
+    const AHEAD: usize = 32;
+    for i in 0..AHEAD.min(new.len()) {
+        super::prefetch(list_item(new, i));
+    }
     for i in 0..old.len() {
+        if i + AHEAD < new.len() {
+            super::prefetch(list_item(new, i + AHEAD));
+        }
         let (o, n) = (list_item(old, i), list_item(new, i));
         // SAFETY: `n` is a live item of `new` (borrowed from it).
         if n.is_null() || unsafe { ffi::Py_TYPE(n) } != event_type {
