@@ -1212,7 +1212,7 @@ pub fn index_copied(
     // The copies were made just now but are cold again (the deep copy
     // went through megabytes since): their loads are started some items
     // ahead so that the misses overlap.
-    const AHEAD: usize = 32;
+    const AHEAD: usize = 16;
     for i in 0..AHEAD.min(new.len()) {
         super::prefetch(list_item(new, i));
     }
