@@ -711,3 +711,19 @@ def test_pricing_reuses_what_the_window_selection_read_of_its_list() -> None:
         assert ours.value == original(live, extra).value
         checked += 1
     assert checked >= 20, checked
+
+
+def test_view_buffers_are_reused_and_bounded() -> None:
+    # A call's views go back to a per-thread pool of at most two buffers
+    # (so a growing session does not fault in new pages on every call); a
+    # smaller list after a larger one gets a cleared buffer: same results.
+    large = session(seed=11, n=3000)
+    small = session(seed=12, n=300)
+    for events in (large, small, large, small):
+        bind(events)
+        assert_same_filtering(events)
+    pooled = int(_native.index_stats()["scratch_bytes"])
+    assert pooled > 0
+    # Two buffers, each at most double what the larger list needs (~150
+    # bytes per view).
+    assert pooled <= 2 * 2 * 3000 * 200

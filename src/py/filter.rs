@@ -171,7 +171,7 @@ fn run_delta<'py>(
             let loaded = batch.insert(load(events, need)?);
             (
                 std::mem::take(&mut loaded.objects),
-                std::mem::take(&mut loaded.views),
+                std::mem::take(&mut loaded.views).into_vec(),
             )
         }
     };

@@ -51,6 +51,7 @@
 
 use super::error::{Extracted, Outcome};
 use super::extract::{event_dict, Extractor, Interner, Need, CHUNK};
+use super::scratch::Views;
 use super::summary;
 use super::version_tag;
 use crate::core::hash::FastMap;
@@ -647,7 +648,7 @@ fn registry() -> std::sync::MutexGuard<'static, Registry> {
 /// session's index to the registry when dropped.
 pub struct Loaded<'py> {
     pub objects: Vec<Bound<'py, PyAny>>,
-    pub views: Vec<EventView>,
+    pub views: Views,
     /// Extractor for events outside the list; its arena holds the views'
     /// ids (the index's arena while the index is checked out).
     pub ex: Extractor<'py>,
@@ -1012,7 +1013,7 @@ fn direct<'py>(list: &Bound<'py, PyList>, need: Need) -> Extracted<Loaded<'py>> 
     let batch = ex.batch(list, need)?;
     Ok(Loaded {
         objects: batch.objects,
-        views: batch.views,
+        views: batch.views.into(),
         ex,
         slots: Vec::new(),
         checkout: None,
@@ -1541,7 +1542,7 @@ enum Pending {
     Transient,
 }
 
-type Resolution<'py> = (Vec<Bound<'py, PyAny>>, Vec<EventView>, Vec<Slot>, Counters);
+type Resolution<'py> = (Vec<Bound<'py, PyAny>>, Views, Vec<Slot>, Counters);
 
 fn resolve<'py>(
     t: &mut Tracked,
@@ -1692,18 +1693,15 @@ fn views_of(
     slots: &[Slot],
     extra: &[(usize, EventView)],
     groups: u16,
-) -> Vec<EventView> {
-    let mut views: Vec<EventView> = slots
-        .iter()
-        .zip(objects)
-        .map(|(&s, obj)| {
-            if s == Slot::MAX {
-                EventView::default()
-            } else {
-                core.view_of_groups(s, obj.as_ptr() as u64, groups)
-            }
-        })
-        .collect();
+) -> Views {
+    let mut views = Views::with_capacity(slots.len());
+    views.extend(slots.iter().zip(objects).map(|(&s, obj)| {
+        if s == Slot::MAX {
+            EventView::default()
+        } else {
+            core.view_of_groups(s, obj.as_ptr() as u64, groups)
+        }
+    }));
     for &(i, view) in extra {
         views[i] = EventView {
             ident: objects[i].as_ptr() as u64,
@@ -1759,6 +1757,7 @@ pub fn index_stats(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
             .sum::<usize>(),
     )?;
     out.set_item("summary_bytes", summary_bytes)?;
+    out.set_item("scratch_bytes", super::scratch::pooled_bytes())?;
     let c = reg.counters;
     out.set_item("by_identity", c.by_identity)?;
     out.set_item("by_id", c.by_id)?;

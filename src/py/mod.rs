@@ -9,6 +9,7 @@ mod index;
 mod ranges;
 mod recover;
 mod rewind;
+mod scratch;
 mod summary;
 mod version_tag;
 mod window;
