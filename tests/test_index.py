@@ -727,3 +727,100 @@ def test_view_buffers_are_reused_and_bounded() -> None:
     # Two buffers, each at most double what the larger list needs (~150
     # bytes per view).
     assert pooled <= 2 * 2 * 3000 * 200
+
+
+def test_filtering_is_answered_from_the_last_call_on_the_list_extended() -> None:
+    # The same list again, or extended by plain events after the last item
+    # and outside every compacted range, is answered from the last result;
+    # a compaction, an event sorting before the last item, one inside a
+    # compacted range, or a replaced item is computed again. Every answer
+    # is google-adk's.
+    events = session(seed=7, n=300)
+    bind(events)
+    call(fc.process_compaction_events, list(events), "root")
+
+    def check(expect_reused: bool) -> None:
+        before = _native.index_stats()
+        ours = call(fc.process_compaction_events, list(events), "root")
+        assert delta(before, "filters_reused") == int(expect_reused)
+        orig = call(ORIG_PROCESS, list(events), "root")
+        assert ours.error is None and orig.error is None
+        assert_same_events(ours.value, orig.value, [events])
+
+    def plain(timestamp: float, invocation: str) -> Event:
+        return Event(author="user", invocation_id=invocation, timestamp=timestamp)
+
+    check(True)
+    events.append(plain(events[-1].timestamp + 1, "inv-new"))
+    check(True)
+    events.append(plain(events[-1].timestamp, "inv-tie"))
+    check(True)
+    # Sorting before the last item.
+    events.append(plain(events[-1].timestamp - 0.5, "inv-early"))
+    check(False)
+    check(True)
+    # A compaction appended (covering nothing yet).
+    last = events[-1].timestamp
+    events.append(
+        Event(
+            author="user",
+            invocation_id="inv-compaction",
+            timestamp=last + 1,
+            actions=EventActions(
+                compaction=EventCompaction(
+                    start_timestamp=last + 0.25,
+                    end_timestamp=last + 0.5,
+                    compacted_content=types.Content(role="model", parts=[types.Part(text="s")]),
+                )
+            ),
+        )
+    )
+    check(False)
+    check(True)
+    # At the end of that range: after every item (a tie with the summary,
+    # the last item), and covered.
+    events.append(plain(last + 0.5, "inv-covered"))
+    check(False)
+    check(True)
+    # An item replaced by an equal object (same id): read again.
+    events[50] = events[50].model_copy(deep=True)
+    check(False)
+    check(True)
+    # An object of a known id appended after every item (a copy of the last
+    # event): it takes that event's slot with the same values, so the
+    # result extends; the next call finds the original unbound and
+    # computes (the list then holds an id twice, and is not remembered).
+    events.append(plain(events[-1].timestamp + 1, "inv-last"))
+    check(True)
+    events.append(events[-1].model_copy(deep=True))
+    check(True)
+    check(False)
+    check(False)
+
+
+def test_a_session_copy_inherits_the_last_filtering_result() -> None:
+    # As with rewinds: the invocation's first filtering call on its copy is
+    # answered from the last result, and its summaries are those of the
+    # copy (equal to google-adk's but the id).
+    from google.adk.sessions.session import Session
+
+    stored = Session(id="s", app_name="a", user_id="u", events=session(seed=9, n=300))
+    fc.install()
+    try:
+        bind(stored.events)
+        fc.process_compaction_events(list(stored.events), "root")
+        for _ in range(2):
+            copied = copy.deepcopy(stored)
+            before = _native.index_stats()
+            ours = fc.process_compaction_events(list(copied.events), "root")
+            assert delta(before, "filters_reused") == 1
+            orig = ORIG_PROCESS(copied.events, "root")
+            assert len(ours) == len(orig)
+            for a, b in zip(ours, orig, strict=True):
+                if any(a is x for x in copied.events):
+                    assert a is b
+                else:
+                    assert_equal_but_id(a, b)
+                    assert a.actions is b.actions and a.content is b.content
+    finally:
+        fc.uninstall()

@@ -116,7 +116,9 @@ def index_stats() -> dict[str, object]:
       (calls that went without the index), `evictions`,
       `summaries_reused`, `summaries_built`, `rewinds_reused` (rewinds
       answered from the last one on the same list, or on it extended by
-      events that rewind nothing).
+      events that rewind nothing), `filters_reused` (prompt filtering
+      answered from the last one on the same list, or on it extended by
+      plain events after its last item and outside every compacted range).
     """
 
 def apply_rewinds(events: object) -> list[Event] | None:

@@ -86,6 +86,63 @@ pub fn process_compaction_events(events: &[EventView]) -> Result<Vec<Item>, Core
     Ok(keyed.into_iter().map(|(_, _, item)| item).collect())
 }
 
+/// What a result of [`process_compaction_events`] needs to be extended to
+/// the same events followed by more: the union of its ranges and the key of
+/// its last item.
+#[derive(Debug)]
+pub struct Extension {
+    coverage: Coverage,
+    /// The largest sort key among the items (`-inf` for none).
+    last: f64,
+}
+
+impl Extension {
+    /// For `items`, the result of [`process_compaction_events`] on `events`.
+    pub fn of(events: &[EventView], items: &[Item]) -> Self {
+        let ranges = compaction_ranges(events);
+        let ends: super::hash::FastMap<usize, f64> =
+            ranges.iter().map(|r| (r.index, r.end)).collect();
+        let last = items
+            .iter()
+            .map(|item| match *item {
+                Item::Raw(i) => events[i].timestamp,
+                Item::Summary(i) => ends.get(&i).copied().unwrap_or(f64::NAN),
+            })
+            .fold(f64::NEG_INFINITY, f64::max);
+        Extension {
+            coverage: Coverage::new(ranges.iter().map(|r| (r.start, r.end))),
+            last,
+        }
+    }
+
+    /// The largest key among the items.
+    pub fn last_key(&self) -> f64 {
+        self.last
+    }
+
+    /// Whether appending `tail` to the events leaves their result as it is,
+    /// followed by every tail event in tail order; if so, it now describes
+    /// the extended result. That holds when no tail event is a compaction
+    /// (the ranges stay), none is covered by a range, and their timestamps
+    /// are numbers that do not decrease from the last key on (each sorts
+    /// after every item so far: a tie goes to the larger index).
+    pub fn extend(&mut self, tail: &[EventView]) -> bool {
+        let mut last = self.last;
+        for e in tail {
+            if e.compaction.is_some()
+                || e.timestamp.is_nan()
+                || e.timestamp < last
+                || self.coverage.covers(e.timestamp)
+            {
+                return false;
+            }
+            last = e.timestamp;
+        }
+        self.last = last;
+        true
+    }
+}
+
 /// Indices of the compaction events whose summaries the filtered history
 /// holds, ascending: the order in which google-adk materializes them.
 pub fn summaries_in_creation_order(items: &[Item]) -> Vec<usize> {

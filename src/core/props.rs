@@ -2,7 +2,7 @@
 //! restatement of what the function promises.
 
 use super::event::{CompactionView, EventView, Span, Sym};
-use super::filter::{process_compaction_events, Coverage, Item};
+use super::filter::{process_compaction_events, Coverage, Extension, Item};
 use super::ranges::compaction_ranges;
 use super::recover::{recover_compacted_function_calls, Recovered};
 use super::rewind::apply_rewinds;
@@ -126,6 +126,38 @@ proptest! {
         let mut expected = apply_rewinds(&events);
         expected.extend(events.len()..all.len());
         prop_assert_eq!(apply_rewinds(&all), expected);
+    }
+
+    /// What the index's filtering memo relies on: when `Extension` says a
+    /// tail extends a result, filtering the extended list gives that result
+    /// followed by the tail, in order; and it says so for a tail of later,
+    /// uncovered plain events.
+    #[test]
+    fn filtering_of_an_extended_list_extends_the_result(
+        events in prop::collection::vec(event(), 0..40),
+        tail in prop::collection::vec(event(), 0..8),
+        tail_ts in prop::collection::vec(ts(), 8),
+        plain in prop::bool::ANY,
+    ) {
+        let Ok(before) = process_compaction_events(&events) else {
+            return Ok(());
+        };
+        let tail: Vec<EventView> = tail
+            .iter()
+            .zip(&tail_ts)
+            .map(|(e, &t)| if plain { EventView { compaction: None, ..*e } } else { EventView { timestamp: t, ..*e } })
+            .collect();
+        let mut all = events.clone();
+        all.extend_from_slice(&tail);
+        let mut ext = Extension::of(&events, &before);
+        if ext.extend(&tail) {
+            let mut expected = before.clone();
+            expected.extend((events.len()..all.len()).map(Item::Raw));
+            prop_assert_eq!(process_compaction_events(&all).ok(), Some(expected));
+            // And it keeps extending: the extended result's extension.
+            let again = Extension::of(&all, &process_compaction_events(&all).unwrap());
+            prop_assert_eq!(again.last_key().to_bits(), ext.last_key().to_bits());
+        }
     }
 
     #[test]

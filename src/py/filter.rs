@@ -3,7 +3,7 @@
 use super::error::{finish, Extracted, Outcome};
 use super::extract::Extractor;
 use super::extract::Need;
-use super::index::load;
+use super::index::{filter_again, load};
 use super::summary;
 use super::window::Selected;
 use crate::core::filter::{self, Item};
@@ -52,9 +52,17 @@ fn run<'py>(
 ) -> Extracted<Bound<'py, PyList>> {
     let py = events.py();
     let need = FILTER;
-    let mut batch = load(events, need)?;
-    let views = std::mem::take(&mut batch.views);
-    let items = py.detach(move || guarded(|| filter::process_compaction_events(&views)))?;
+    let list = Extractor::list(events)?;
+    let (mut batch, items) = match filter_again(list, need)? {
+        Some(again) => again,
+        None => {
+            let mut batch = load(events, need)?;
+            let views = std::mem::take(&mut batch.views);
+            let items = py.detach(|| guarded(|| filter::process_compaction_events(&views)))?;
+            batch.remember_filter(&views, &items);
+            (batch, items)
+        }
+    };
     let mut summaries: Vec<Option<Bound<'py, PyAny>>> = vec![None; batch.objects.len()];
     let order = filter::summaries_in_creation_order(&items);
     // Summaries built in Rust (only where ids are unobservable) all have one

@@ -54,6 +54,7 @@ use super::extract::{event_dict, Extractor, Interner, Need, CHUNK};
 use super::scratch::Views;
 use super::summary;
 use super::version_tag;
+use crate::core::filter::{Extension, Item};
 use crate::core::hash::FastMap;
 use crate::core::index::{group, id_key, EventIndex, Slot};
 use crate::core::EventView;
@@ -103,8 +104,15 @@ struct Tracked {
     /// answer the next one on the same list, or on it extended (see
     /// [`rewinds_again`]).
     rewinds: Option<RewindsMemo>,
-    /// Bumped whenever what a slot stores or is bound to changes, so a
-    /// remembered result is only reused over an unchanged index.
+    /// The last prompt filtering on this session through the index, to
+    /// answer the next one on the same list extended (see
+    /// [`filter_again`]).
+    filtered: Option<FilterMemo>,
+    /// Bumped whenever what a slot stores changes, so a remembered result
+    /// is only reused over unchanged views. (Binding a slot to another
+    /// object of equal values does not bump it: a remembered result checks
+    /// each of its objects is still bound, see [`prefix_holds`]; the stored
+    /// original a session service copies is bound so in every invocation.)
     generation: u64,
     /// The addresses of the last list read directly, as a one-hash bitmap
     /// (see `worth_indexing`); only compared, never dereferenced.
@@ -119,6 +127,35 @@ struct RewindsMemo {
     slots: Vec<Slot>,
     kept: Vec<u32>,
     generation: u64,
+}
+
+/// The items of the last filtering call (object address and slot, each
+/// bound then), its result, and what extending it needs.
+struct FilterMemo {
+    addrs: Vec<usize>,
+    slots: Vec<Slot>,
+    /// The result: item positions, the top bit set for a summary.
+    items: Vec<u32>,
+    extension: Extension,
+    generation: u64,
+}
+
+const SUMMARY_BIT: u32 = 1 << 31;
+
+impl FilterMemo {
+    fn memory_bytes(&self) -> usize {
+        self.addrs.capacity() * 8 + self.slots.capacity() * 4 + self.items.capacity() * 4 + 64
+    }
+
+    fn items(&self) -> Vec<Item> {
+        self.items
+            .iter()
+            .map(|&i| match i & SUMMARY_BIT {
+                0 => Item::Raw(i as usize),
+                _ => Item::Summary((i & !SUMMARY_BIT) as usize),
+            })
+            .collect()
+    }
 }
 
 impl RewindsMemo {
@@ -394,6 +431,7 @@ impl Tracked {
             plain: FastMap::default(),
             sources: FastMap::default(),
             rewinds: None,
+            filtered: None,
             generation: 0,
             seen: Vec::new(),
             last_used: 0,
@@ -422,6 +460,7 @@ impl Tracked {
             + self.alias_holder.capacity() * std::mem::size_of::<u32>()
             + self.seen.capacity() * 8
             + self.rewinds.as_ref().map_or(0, RewindsMemo::memory_bytes)
+            + self.filtered.as_ref().map_or(0, FilterMemo::memory_bytes)
             + weak * 64
             + held
     }
@@ -432,7 +471,6 @@ impl Tracked {
         self.core.rebind(slot, obj.as_ptr() as usize);
         self.plain.remove(&slot);
         self.sources.remove(&slot);
-        self.generation += 1;
         let k = slot as usize;
         self.primary[k] = Some(if strong {
             obj.clone().unbind()
@@ -602,6 +640,7 @@ struct Counters {
     summaries_reused: u64,
     summaries_built: u64,
     rewinds_reused: u64,
+    filters_reused: u64,
     copied: u64,
     copy_nanos: u64,
     direct: u64,
@@ -631,6 +670,7 @@ static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
         summaries_reused: 0,
         summaries_built: 0,
         rewinds_reused: 0,
+        filters_reused: 0,
         copied: 0,
         copy_nanos: 0,
         direct: 0,
@@ -848,6 +888,32 @@ impl<'py> Loaded<'py> {
         Ok(Some(bytes))
     }
 
+    /// Remembers `items`, the result of prompt filtering on this call's
+    /// list (`views`, as read for it), for [`filter_again`] (when every
+    /// item is bound and the list is short enough to number).
+    pub fn remember_filter(&mut self, views: &[EventView], items: &[Item]) {
+        let Some((_, t)) = &mut self.checkout else {
+            return;
+        };
+        if self.slots.contains(&Slot::MAX) || self.objects.len() >= SUMMARY_BIT as usize {
+            t.filtered = None;
+            return;
+        }
+        t.filtered = Some(FilterMemo {
+            addrs: self.objects.iter().map(|o| o.as_ptr() as usize).collect(),
+            slots: self.slots.clone(),
+            items: items
+                .iter()
+                .map(|item| match *item {
+                    Item::Raw(i) => i as u32,
+                    Item::Summary(i) => i as u32 | SUMMARY_BIT,
+                })
+                .collect(),
+            extension: Extension::of(views, items),
+            generation: t.generation,
+        });
+    }
+
     /// Remembers `kept`, the result of `apply_rewinds` on this call's list,
     /// for [`rewinds_again`] (when every item is bound).
     pub fn remember_rewinds(&mut self, kept: &[usize]) {
@@ -948,19 +1014,19 @@ pub fn rewinds_again(list: &Bound<'_, PyList>) -> Extracted<Option<Vec<u32>>> {
     Ok(kept)
 }
 
-fn extend_rewinds(t: &mut Tracked, list: &Bound<'_, PyList>) -> Option<Vec<u32>> {
-    let memo = t.rewinds.take()?;
-    let n = list.len();
-    let known = memo.addrs.len();
-    if memo.generation != t.generation || n < known {
-        return None;
+/// Whether `list` begins with the objects at `addrs`, each still bound to
+/// its slot in `slots` (a copy whose holder lives, or an object the slot is
+/// bound to): the objects a remembered result was computed from.
+fn prefix_holds(t: &Tracked, list: &Bound<'_, PyList>, addrs: &[usize], slots: &[Slot]) -> bool {
+    if list.len() < addrs.len() {
+        return false;
     }
     // Copies are bound by holder: each holder's liveness is looked up once.
     let mut live_holder = 0;
-    for (i, (&addr, &slot)) in memo.addrs.iter().zip(&memo.slots).enumerate() {
+    for (i, (&addr, &slot)) in addrs.iter().zip(slots).enumerate() {
         let ptr = list_item(list, i);
         if ptr as usize != addr {
-            return None;
+            return false;
         }
         let holder = t.alias_holder.get(slot as usize).copied().unwrap_or(0);
         let copy_of_live_holder = holder != 0
@@ -969,32 +1035,124 @@ fn extend_rewinds(t: &mut Tracked, list: &Bound<'_, PyList>) -> Option<Vec<u32>>
         if copy_of_live_holder {
             live_holder = holder;
         } else if !t.bound(slot, ptr) {
+            return false;
+        }
+    }
+    true
+}
+
+/// Prompt filtering of `list` from the session's last one: when `list`
+/// holds the last call's objects (still bound to the same slots, over an
+/// unchanged index) followed by events that [`Extension::extend`] accepts
+/// (no compaction, uncovered, in order after the last item; resolved as
+/// any call resolves its list), the last result followed by them, with the
+/// list loaded for materializing summaries (objects and slots, no views).
+pub fn filter_again<'py>(
+    list: &Bound<'py, PyList>,
+    need: Need,
+) -> Extracted<Option<(Loaded<'py>, Vec<Item>)>> {
+    let Some(key) = session_key(list)? else {
+        return Ok(None);
+    };
+    let Some(mut t) = checkout_existing(&key) else {
+        return Ok(None);
+    };
+    let Some(items) = extend_filtered(&mut t, list, need) else {
+        checkin(key, t);
+        return Ok(None);
+    };
+    let slots = t
+        .filtered
+        .as_ref()
+        .map(|m| m.slots.clone())
+        .unwrap_or_default();
+    let mut ex = match Extractor::with_interner(list.py(), std::mem::take(&mut t.interner)) {
+        Ok(ex) => ex,
+        Err(err) => {
+            checkin(key, t);
+            return Err(err.into());
+        }
+    };
+    ex.interner.begin_call();
+    ex.ids = t.core.take_arena();
+    registry().counters.filters_reused += 1;
+    Ok(Some((
+        Loaded {
+            objects: list.iter().collect(),
+            views: Views::default(),
+            ex,
+            slots,
+            checkout: Some((key, t)),
+        },
+        items,
+    )))
+}
+
+fn extend_filtered(t: &mut Tracked, list: &Bound<'_, PyList>, need: Need) -> Option<Vec<Item>> {
+    let mut memo = t.filtered.take()?;
+    let known = memo.addrs.len();
+    if memo.generation != t.generation || !prefix_holds(t, list, &memo.addrs, &memo.slots) {
+        return None;
+    }
+    let n = list.len();
+    if n > known {
+        let (objects, views, slots) = resolve_tail(t, list, known, need)?;
+        if !memo.extension.extend(&views) {
             return None;
         }
+        memo.addrs
+            .extend(objects.iter().map(|o| o.as_ptr() as usize));
+        memo.slots.extend_from_slice(&slots);
+        memo.items.extend(known as u32..n as u32);
+    }
+    let items = memo.items();
+    t.filtered = Some(memo);
+    Some(items)
+}
+
+/// Resolves `list[known..]` as any call resolves its list (new events read
+/// and stored, known ones confirmed), for extending a remembered result:
+/// `None` when that changed what a slot stores or left an item unbound. (An
+/// object of a known id may take its slot from a prefix object: the views
+/// are the same, so is the result; the next call finds the prefix object
+/// unbound and computes.)
+fn resolve_tail<'py>(
+    t: &mut Tracked,
+    list: &Bound<'py, PyList>,
+    known: usize,
+    need: Need,
+) -> Option<(Vec<Bound<'py, PyAny>>, Views, Vec<Slot>)> {
+    let tail = list.get_slice(known, list.len());
+    let generation = t.generation;
+    let mut ex = Extractor::with_interner(list.py(), std::mem::take(&mut t.interner)).ok()?;
+    ex.interner.begin_call();
+    let resolved = resolve(t, &mut ex, &tail, normalized(need));
+    t.interner = std::mem::take(&mut ex.interner);
+    t.core.end_call();
+    let (objects, views, slots, counts) = resolved.ok()?;
+    registry().counters.add(&counts);
+    if t.generation != generation || slots.contains(&Slot::MAX) {
+        return None;
+    }
+    Some((objects, views, slots))
+}
+
+fn extend_rewinds(t: &mut Tracked, list: &Bound<'_, PyList>) -> Option<Vec<u32>> {
+    let memo = t.rewinds.take()?;
+    let n = list.len();
+    let known = memo.addrs.len();
+    if memo.generation != t.generation || !prefix_holds(t, list, &memo.addrs, &memo.slots) {
+        return None;
     }
     let mut memo = memo;
     if n > known {
-        // The tail through the identity and id passes, as any call: new
-        // events are read and stored, known ones confirmed.
-        let tail = list.get_slice(known, n);
         let need = Need {
             rewind: true,
             invocation: true,
             ..Need::default()
         };
-        let generation = t.generation;
-        let mut ex = Extractor::with_interner(list.py(), std::mem::take(&mut t.interner)).ok()?;
-        ex.interner.begin_call();
-        let resolved = resolve(t, &mut ex, &tail, normalized(need));
-        t.interner = std::mem::take(&mut ex.interner);
-        t.core.end_call();
-        let (objects, views, slots, counts) = resolved.ok()?;
-        registry().counters.add(&counts);
-        // Rebinding a slot (an object of a known id) may touch the prefix.
-        if t.generation != generation
-            || slots.contains(&Slot::MAX)
-            || views.iter().any(|v| v.rewind_before.is_some())
-        {
+        let (objects, views, slots) = resolve_tail(t, list, known, need)?;
+        if views.iter().any(|v| v.rewind_before.is_some()) {
             return None;
         }
         memo.addrs
@@ -1124,6 +1282,29 @@ fn carry_rewinds(t: &mut Tracked, new: &Bound<'_, PyList>, holder: u32) {
             || t.core.alias(slot) != ptr
             || t.alias_holder.get(slot as usize) != Some(&holder)
         {
+            return;
+        }
+        addrs.push(ptr);
+    }
+    memo.addrs = addrs;
+}
+
+/// Moves the last filtering result onto a session copy: when every slot it
+/// names had its copy bound just now (by holder `holder`), it names those
+/// copies instead (same slots, same stored views, so the same result for
+/// the copy's list of them), and the invocation's first filtering call is
+/// answered from it.
+fn carry_filtered(t: &mut Tracked, holder: u32) {
+    let Some(memo) = t.filtered.as_mut() else {
+        return;
+    };
+    if memo.generation != t.generation {
+        return;
+    }
+    let mut addrs = Vec::with_capacity(memo.addrs.len());
+    for &slot in &memo.slots {
+        let ptr = t.core.alias(slot);
+        if ptr == 0 || t.alias_holder.get(slot as usize) != Some(&holder) {
             return;
         }
         addrs.push(ptr);
@@ -1280,6 +1461,7 @@ pub fn index_copied(
     }
     if result.is_ok() {
         carry_rewinds(&mut t, new, holder_id);
+        carry_filtered(&mut t, holder_id);
     }
     if let Ok(mut objects) = holder.get().objects.lock() {
         *objects = held;
@@ -1456,6 +1638,7 @@ impl Counters {
         self.summaries_reused += c.summaries_reused;
         self.summaries_built += c.summaries_built;
         self.rewinds_reused += c.rewinds_reused;
+        self.filters_reused += c.filters_reused;
         self.copied += c.copied;
         self.copy_nanos += c.copy_nanos;
         self.direct += c.direct;
@@ -1769,6 +1952,7 @@ pub fn index_stats(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     out.set_item("summaries_reused", c.summaries_reused)?;
     out.set_item("summaries_built", c.summaries_built)?;
     out.set_item("rewinds_reused", c.rewinds_reused)?;
+    out.set_item("filters_reused", c.filters_reused)?;
     out.set_item("copied", c.copied)?;
     out.set_item("direct", c.direct)?;
     out.set_item("copy_seconds", c.copy_nanos as f64 * 1e-9)?;
