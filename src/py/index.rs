@@ -1249,13 +1249,32 @@ fn copied_parts(
                 .map(Bound::unbind),
             );
         }
-        let src = &t.sources[s];
-        let copy_of = |obj: &Py<PyAny>| memo.get_item(obj.as_ptr() as usize);
-        let (Some(actions), Some(content)) = (copy_of(&src[5])?, copy_of(&src[1])?) else {
+    }
+    // The memo's keys, then every lookup back to back, then the copies
+    // found: each stage's cache misses (a large, cold dict) overlap.
+    let keys: Vec<(Slot, [Bound<'_, PyAny>; 2])> = compactions
+        .iter()
+        .filter_map(|s| {
+            let src = t.sources.get(s)?;
+            let key = |obj: &Py<PyAny>| (obj.as_ptr() as usize).into_pyobject(py).ok();
+            Some((*s, [key(&src[5])?.into_any(), key(&src[1])?.into_any()]))
+        })
+        .collect();
+    let mut found = Vec::with_capacity(keys.len());
+    for (s, [a, c]) in &keys {
+        found.push((*s, memo.get_item(a)?, memo.get_item(c)?));
+    }
+    for (_, a, c) in &found {
+        for copy in [a, c].into_iter().flatten() {
+            super::prefetch(copy.as_ptr());
+        }
+    }
+    for (s, actions, content) in found {
+        let (Some(actions), Some(content)) = (actions, content) else {
             continue;
         };
         if actions.get_type().is(&ty.actions) && content.get_type().is(&ty.content) {
-            parts.insert(*s, [actions.unbind(), content.unbind()]);
+            parts.insert(s, [actions.unbind(), content.unbind()]);
         }
     }
     if let Ok(mut held) = holder.parts.lock() {
