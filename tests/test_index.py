@@ -824,3 +824,111 @@ def test_a_session_copy_inherits_the_last_filtering_result() -> None:
                     assert a.actions is b.actions and a.content is b.content
     finally:
         fc.uninstall()
+
+
+def test_recovery_is_answered_from_the_last_call_on_both_lists_extended() -> None:
+    # After a recovery that re-injected nothing, the same lists again, or
+    # both extended at their ends (new events; some of them filtered in),
+    # are answered from what it learned of the source's calls, unless a
+    # new response belongs to a call event the filtered list lacks. Every
+    # answer is google-adk's.
+    events = session(seed=7, n=300)
+    bind(events)
+
+    def check(expect_reused: bool, filtered_list: list[Event]) -> None:
+        before = _native.index_stats()
+        ours = call(fc.recover_compacted_function_calls, filtered_list, events)
+        assert delta(before, "recoveries_reused") == int(expect_reused)
+        orig = call(ORIG_RECOVER, filtered_list, events)
+        assert ours.error is None and orig.error is None
+        assert_same_events(
+            ours.value, orig.value, [filtered_list, events], returned_input=filtered_list
+        )
+
+    # The session re-injects a call (a long-running call answered after it
+    # was compacted); the list with it re-injected is one that needs
+    # nothing.
+    filtered_list = fc.process_compaction_events(list(events), "root")
+    filtered_list = fc.recover_compacted_function_calls(filtered_list, events)
+    check(False, filtered_list)
+    check(True, filtered_list)
+    check(True, list(filtered_list))
+
+    def tool_call(call_id: str, ts: float) -> Event:
+        part = types.Part(function_call=types.FunctionCall(id=call_id, name="f", args={}))
+        return Event(
+            author="root",
+            invocation_id="inv-x",
+            timestamp=ts,
+            content=types.Content(role="model", parts=[part]),
+        )
+
+    def tool_response(call_id: str, ts: float) -> Event:
+        part = types.Part(
+            function_response=types.FunctionResponse(id=call_id, name="f", response={"r": 1})
+        )
+        return Event(
+            author="root",
+            invocation_id="inv-x",
+            timestamp=ts,
+            content=types.Content(role="user", parts=[part]),
+        )
+
+    # A call and its response, both filtered in.
+    ts = events[-1].timestamp
+    call_event, response = tool_call("c-1", ts + 1), tool_response("c-1", ts + 2)
+    events.extend([call_event, response])
+    filtered_list = [*filtered_list, call_event, response]
+    check(True, filtered_list)
+    # A new source event left out of the filtered list, and a plain one in.
+    skipped, kept = tool_call("c-2", ts + 3), Event(author="user", timestamp=ts + 4)
+    events.extend([skipped, kept])
+    filtered_list = [*filtered_list, kept]
+    check(True, filtered_list)
+    # A response whose call event the filtered list lacks: re-injected,
+    # computed in full (and not remembered: it re-injected).
+    late = tool_response("c-2", ts + 5)
+    events.append(late)
+    filtered_list = [*filtered_list, late]
+    check(False, filtered_list)
+    check(False, filtered_list)
+    # Dropped from the filtered list: computed in full, then remembered.
+    filtered_list = filtered_list[:-1]
+    check(False, filtered_list)
+    check(True, filtered_list)
+    # A filtered item the source does not end with (an old event again).
+    check(False, [*filtered_list, events[5]])
+    check(False, filtered_list)
+    check(True, filtered_list)
+    # The source's own object appended again (its presence is that of the
+    # earlier position too): computed in full.
+    absent = next(e for e in events if not any(e is x for x in filtered_list))
+    events.append(absent)
+    check(False, [*filtered_list, absent])
+
+
+def test_a_session_copy_inherits_the_last_recovery_result() -> None:
+    from google.adk.sessions.session import Session
+
+    stored = Session(id="s", app_name="a", user_id="u", events=session(seed=9, n=300))
+    fc.install()
+    try:
+        bind(stored.events)
+        filtered_list = fc.process_compaction_events(list(stored.events), "root")
+        # With the call it re-injects (see the test above): nothing to do.
+        filtered_list = fc.recover_compacted_function_calls(filtered_list, stored.events)
+        assert fc.recover_compacted_function_calls(filtered_list, stored.events) is filtered_list
+        for _ in range(2):
+            copied = copy.deepcopy(stored)
+            filtered_list = fc.process_compaction_events(list(copied.events), "root")
+            filtered_list = ORIG_RECOVER(filtered_list, copied.events)
+            before = _native.index_stats()
+            ours = fc.recover_compacted_function_calls(filtered_list, copied.events)
+            assert delta(before, "recoveries_reused") == 1
+            assert ours is filtered_list
+            orig = ORIG_RECOVER(filtered_list, copied.events)
+            assert_same_events(
+                ours, orig, [filtered_list, copied.events], returned_input=filtered_list
+            )
+    finally:
+        fc.uninstall()

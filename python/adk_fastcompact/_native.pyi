@@ -118,7 +118,9 @@ def index_stats() -> dict[str, object]:
       answered from the last one on the same list, or on it extended by
       events that rewind nothing), `filters_reused` (prompt filtering
       answered from the last one on the same list, or on it extended by
-      plain events after its last item and outside every compacted range).
+      plain events after its last item and outside every compacted range),
+      `recoveries_reused` (call recovery answered from the last one that
+      re-injected nothing, on both lists again or extended at their ends).
     """
 
 def apply_rewinds(events: object) -> list[Event] | None:

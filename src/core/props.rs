@@ -4,7 +4,7 @@
 use super::event::{CompactionView, EventView, Span, Sym};
 use super::filter::{process_compaction_events, Coverage, Extension, Item};
 use super::ranges::compaction_ranges;
-use super::recover::{recover_compacted_function_calls, Recovered};
+use super::recover::{recover_compacted_function_calls, Calls, Recovered};
 use super::rewind::apply_rewinds;
 use proptest::prelude::*;
 
@@ -157,6 +157,37 @@ proptest! {
             // And it keeps extending: the extended result's extension.
             let again = Extension::of(&all, &process_compaction_events(&all).unwrap());
             prop_assert_eq!(again.last_key().to_bits(), ext.last_key().to_bits());
+        }
+    }
+
+    /// What the index's recovery memo relies on: when `Calls` says the
+    /// source and the filtered list extended at their ends re-inject
+    /// nothing, recovery on them re-injects nothing.
+    #[test]
+    fn recovery_of_lists_extended_at_their_ends(
+        spec in prop::collection::vec((0u8..10, prop::collection::vec(0u32..5, 0..3), prop::collection::vec(0u32..5, 0..3)), 0..25),
+        keep in prop::collection::vec(prop::bool::weighted(0.7), 25),
+        cut in 0usize..25,
+    ) {
+        let mut ids: Vec<Sym> = Vec::new();
+        let source: Vec<EventView> = spec.iter().enumerate().map(|(i, (t, calls, resps))| {
+            let c = Span { start: ids.len() as u32, len: calls.len() as u32 };
+            ids.extend(calls);
+            let r = Span { start: ids.len() as u32, len: resps.len() as u32 };
+            ids.extend(resps);
+            EventView { ident: i as u64, timestamp: f64::from(*t), calls: c, responses: r, has_responses: !resps.is_empty(), ..Default::default() }
+        }).collect();
+        let cut = cut.min(source.len());
+        let present = &keep[..source.len()];
+        let kept = |upto: usize| -> Vec<EventView> {
+            source[..upto].iter().zip(present).filter(|(_, k)| **k).map(|(e, _)| *e).collect()
+        };
+        let Some(mut calls) = Calls::of(&source[..cut], &present[..cut], &ids) else {
+            return Ok(());
+        };
+        prop_assert_eq!(recover_compacted_function_calls(&kept(cut), &source[..cut], &ids).unwrap(), None);
+        if calls.extend(&source[cut..], &present[cut..], &ids) {
+            prop_assert_eq!(recover_compacted_function_calls(&kept(source.len()), &source, &ids).unwrap(), None);
         }
     }
 

@@ -36,6 +36,66 @@ pub fn recover_compacted_function_calls(
     recover_missing(events, source, ids, &present)
 }
 
+/// What answering recovery on lists extended at their ends needs, after a
+/// call that re-injected nothing: for every call id of the source, whether
+/// the latest event calling it is present in the filtered list.
+#[derive(Debug, Default)]
+pub struct Calls {
+    latest_present: FastMap<Sym, bool>,
+}
+
+impl Calls {
+    /// For `source` where `present[j]` says whether `source[j]` is in the
+    /// filtered list; `None` when a present response belongs to an absent
+    /// call event (then something may be re-injected).
+    pub fn of(source: &[EventView], present: &[bool], ids: &[Sym]) -> Option<Self> {
+        let mut calls = Calls::default();
+        calls.extend(source, present, ids).then_some(calls)
+    }
+
+    /// Whether recovery still re-injects nothing once `tail` is appended to
+    /// the source and its events with `present[k]` to the filtered list
+    /// (tail events that are not events of the source already): every
+    /// response of a present tail event belongs to a present call event or
+    /// to none, taking the tail's own calls in order (an event's calls
+    /// before its responses, as [`some_call_missing`] does). Responses
+    /// before the tail keep their latest calls, and presence before the
+    /// tail is unchanged. Extends the state when it does.
+    pub fn extend(&mut self, tail: &[EventView], present: &[bool], ids: &[Sym]) -> bool {
+        let mut added: Vec<(Sym, Option<bool>)> = Vec::new();
+        for (event, &p) in tail.iter().zip(present) {
+            for &call_id in event.calls.of(ids) {
+                let before = self.latest_present.insert(call_id, p);
+                added.push((call_id, before));
+            }
+            if !p {
+                continue;
+            }
+            let missing = event
+                .responses
+                .of(ids)
+                .iter()
+                .any(|r| self.latest_present.get(r) == Some(&false));
+            if missing {
+                // Undo, newest first, so the state is as before.
+                for (call_id, before) in added.into_iter().rev() {
+                    match before {
+                        Some(b) => self.latest_present.insert(call_id, b),
+                        None => self.latest_present.remove(&call_id),
+                    };
+                }
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Bytes held.
+    pub fn memory_bytes(&self) -> usize {
+        super::index::map_bytes(&self.latest_present)
+    }
+}
+
 /// Whether a response in `events` belongs to a call event that `events`
 /// lacks: the only case in which anything is re-injected. Tracks only the
 /// call ids `events` responds to, so the usual answer (no) costs one pass

@@ -57,6 +57,7 @@ use super::version_tag;
 use crate::core::filter::{Extension, Item};
 use crate::core::hash::FastMap;
 use crate::core::index::{group, id_key, EventIndex, Slot};
+use crate::core::recover::Calls;
 use crate::core::EventView;
 use pyo3::ffi;
 use pyo3::intern;
@@ -108,6 +109,10 @@ struct Tracked {
     /// answer the next one on the same list extended (see
     /// [`filter_again`]).
     filtered: Option<FilterMemo>,
+    /// The last call recovery through the index that re-injected nothing,
+    /// to answer the next one on both lists extended (see
+    /// [`recover_again`]).
+    recovered: Option<RecoverMemo>,
     /// Bumped whenever what a slot stores changes, so a remembered result
     /// is only reused over unchanged views. (Binding a slot to another
     /// object of equal values does not bump it: a remembered result checks
@@ -140,7 +145,8 @@ struct FilterMemo {
     generation: u64,
 }
 
-const SUMMARY_BIT: u32 = 1 << 31;
+/// Marks an item that is a summary (see `FilterMemo::items`).
+pub const SUMMARY_BIT: u32 = 1 << 31;
 
 impl FilterMemo {
     fn memory_bytes(&self) -> usize {
@@ -155,6 +161,32 @@ impl FilterMemo {
                 _ => Item::Summary((i & !SUMMARY_BIT) as usize),
             })
             .collect()
+    }
+}
+
+/// The lists of the last recovery call that re-injected nothing: the
+/// source's items (address and slot, each bound then), the filtered list's
+/// items (a source position, or a slot with the top bit set for a cached
+/// summary whose content holds neither calls nor responses), and the state
+/// of the source's calls (see [`Calls`]).
+struct RecoverMemo {
+    source: Vec<usize>,
+    slots: Vec<Slot>,
+    /// The largest of `slots`: a slot above it is an event the source did
+    /// not hold (slots are numbered in the order events are stored).
+    max_slot: Slot,
+    events: Vec<u32>,
+    calls: Calls,
+    generation: u64,
+}
+
+impl RecoverMemo {
+    fn memory_bytes(&self) -> usize {
+        self.source.capacity() * 8
+            + self.slots.capacity() * 4
+            + self.events.capacity() * 4
+            + self.calls.memory_bytes()
+            + 64
     }
 }
 
@@ -432,6 +464,7 @@ impl Tracked {
             sources: FastMap::default(),
             rewinds: None,
             filtered: None,
+            recovered: None,
             generation: 0,
             seen: Vec::new(),
             last_used: 0,
@@ -461,6 +494,7 @@ impl Tracked {
             + self.seen.capacity() * 8
             + self.rewinds.as_ref().map_or(0, RewindsMemo::memory_bytes)
             + self.filtered.as_ref().map_or(0, FilterMemo::memory_bytes)
+            + self.recovered.as_ref().map_or(0, RecoverMemo::memory_bytes)
             + weak * 64
             + held
     }
@@ -641,6 +675,7 @@ struct Counters {
     summaries_built: u64,
     rewinds_reused: u64,
     filters_reused: u64,
+    recoveries_reused: u64,
     copied: u64,
     copy_nanos: u64,
     direct: u64,
@@ -671,6 +706,7 @@ static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
         summaries_built: 0,
         rewinds_reused: 0,
         filters_reused: 0,
+        recoveries_reused: 0,
         copied: 0,
         copy_nanos: 0,
         direct: 0,
@@ -914,6 +950,46 @@ impl<'py> Loaded<'py> {
         });
     }
 
+    /// Whether what recovery knows of slot `slot`'s cached summary is that
+    /// it holds neither calls nor responses (see `Tracked::plain`).
+    pub fn plain_summary(&self, slot: Slot) -> bool {
+        self.checkout
+            .as_ref()
+            .is_some_and(|(_, t)| t.plain.contains_key(&slot))
+    }
+
+    /// Remembers a recovery on this call's list (the source) that
+    /// re-injected nothing, for [`recover_again`]: `events` says what each
+    /// item of the filtered list was (see `RecoverMemo::events`). Not
+    /// remembered when a source item is unbound or a present response's
+    /// latest call is absent.
+    pub fn remember_recovery(&mut self, events: Vec<u32>) {
+        let Some((_, t)) = &mut self.checkout else {
+            return;
+        };
+        t.recovered = None;
+        if self.slots.contains(&Slot::MAX) || self.objects.len() >= SUMMARY_BIT as usize {
+            return;
+        }
+        let mut present = vec![false; self.views.len()];
+        for &e in &events {
+            if e & SUMMARY_BIT == 0 {
+                present[e as usize] = true;
+            }
+        }
+        let Some(calls) = Calls::of(&self.views, &present, &self.ex.ids) else {
+            return;
+        };
+        t.recovered = Some(RecoverMemo {
+            source: self.objects.iter().map(|o| o.as_ptr() as usize).collect(),
+            max_slot: self.slots.iter().copied().max().unwrap_or(0),
+            slots: self.slots.clone(),
+            events,
+            calls,
+            generation: t.generation,
+        });
+    }
+
     /// Remembers `kept`, the result of `apply_rewinds` on this call's list,
     /// for [`rewinds_again`] (when every item is bound).
     pub fn remember_rewinds(&mut self, kept: &[usize]) {
@@ -1110,6 +1186,110 @@ fn extend_filtered(t: &mut Tracked, list: &Bound<'_, PyList>, need: Need) -> Opt
     Some(items)
 }
 
+/// Call recovery on `events` (the filtered list) and `source` from the
+/// session's last one that re-injected nothing: true when it again
+/// re-injects nothing, so `events` is the answer. That holds when `source`
+/// holds the last call's source objects (still bound to the same slots,
+/// over an unchanged index) followed by new events (resolved as any call
+/// resolves its list), `events` holds the last filtered list (the same
+/// source objects, and the cached summaries of the same slots, still
+/// unchanged and holding neither calls nor responses) followed by some of
+/// the new events in order, and [`Calls::extend`] finds no present
+/// response of theirs whose latest call event is absent.
+pub fn recover_again(events: &Bound<'_, PyList>, source: &Bound<'_, PyList>) -> Extracted<bool> {
+    let Some(key) = session_key(source)? else {
+        return Ok(false);
+    };
+    let Some(mut t) = checkout_existing(&key) else {
+        return Ok(false);
+    };
+    let again = extend_recovered(&mut t, events, source);
+    checkin(key, t);
+    if again {
+        registry().counters.recoveries_reused += 1;
+    }
+    Ok(again)
+}
+
+fn extend_recovered(
+    t: &mut Tracked,
+    events: &Bound<'_, PyList>,
+    source: &Bound<'_, PyList>,
+) -> bool {
+    let Some(mut memo) = t.recovered.take() else {
+        return false;
+    };
+    let py = events.py();
+    let (known, listed) = (memo.source.len(), memo.events.len());
+    if memo.generation != t.generation
+        || events.len() < listed
+        || !prefix_holds(t, source, &memo.source, &memo.slots)
+    {
+        return false;
+    }
+    for (i, &entry) in memo.events.iter().enumerate() {
+        let ptr = list_item(events, i) as usize;
+        let same = if entry & SUMMARY_BIT == 0 {
+            memo.source[entry as usize] == ptr
+        } else {
+            let slot = entry & !SUMMARY_BIT;
+            t.plain.contains_key(&slot)
+                && t.summaries.get(&slot).is_some_and(|s| {
+                    s.event.as_ptr() as usize == ptr
+                        && matches!(s.unchanged, Unchanged::Tags { .. })
+                        && s.unchanged_now(py)
+                })
+        };
+        if !same {
+            return false;
+        }
+    }
+    let need = Need {
+        parts: true,
+        ..Need::default()
+    };
+    let (objects, views, slots) = if source.len() > known {
+        match resolve_tail(t, source, known, need) {
+            Some(tail) => tail,
+            None => return false,
+        }
+    } else {
+        (Vec::new(), Views::default(), Vec::new())
+    };
+    if slots.iter().any(|&s| s <= memo.max_slot) {
+        return false;
+    }
+    // The filtered list's new items: new source events, in order.
+    let mut present = vec![false; objects.len()];
+    let mut cursor = 0;
+    for i in listed..events.len() {
+        let ptr = list_item(events, i);
+        match objects[cursor..].iter().position(|o| o.as_ptr() == ptr) {
+            Some(k) => {
+                present[cursor + k] = true;
+                cursor += k + 1;
+            }
+            None => return false,
+        }
+    }
+    if !memo.calls.extend(&views, &present, t.core.arena()) {
+        return false;
+    }
+    memo.source
+        .extend(objects.iter().map(|o| o.as_ptr() as usize));
+    memo.slots.extend_from_slice(&slots);
+    memo.max_slot = slots.iter().copied().fold(memo.max_slot, Slot::max);
+    memo.events.extend(
+        present
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| **p)
+            .map(|(k, _)| (known + k) as u32),
+    );
+    t.recovered = Some(memo);
+    true
+}
+
 /// Resolves `list[known..]` as any call resolves its list (new events read
 /// and stored, known ones confirmed), for extending a remembered result:
 /// `None` when that changed what a slot stores or left an item unbound. (An
@@ -1288,24 +1468,59 @@ fn copied_parts(
 /// it names them instead (same slots, same stored views, so the same
 /// result), and the invocation's first rewinds call is answered from it.
 fn carry_rewinds(t: &mut Tracked, new: &Bound<'_, PyList>, holder: u32) {
-    let Some(memo) = t.rewinds.as_mut() else {
+    let Some(memo) = t.rewinds.as_ref() else {
         return;
     };
-    if memo.generation != t.generation || memo.slots.len() > new.len() {
+    if memo.generation != t.generation {
         return;
     }
-    let mut addrs = Vec::with_capacity(memo.addrs.len());
-    for (j, &slot) in memo.slots.iter().enumerate() {
+    if let Some(addrs) = copies_at(t, new, &memo.slots, holder) {
+        if let Some(memo) = t.rewinds.as_mut() {
+            memo.addrs = addrs;
+        }
+    }
+}
+
+/// The same for the last recovery result: its source is the session's
+/// list; its summaries are named by slot.
+fn carry_recovered(t: &mut Tracked, new: &Bound<'_, PyList>, holder: u32) {
+    let Some(memo) = t.recovered.as_ref() else {
+        return;
+    };
+    if memo.generation != t.generation {
+        return;
+    }
+    if let Some(addrs) = copies_at(t, new, &memo.slots, holder) {
+        if let Some(memo) = t.recovered.as_mut() {
+            memo.source = addrs;
+        }
+    }
+}
+
+/// The addresses of `new`'s first items when each is the copy of the
+/// object at its position that holder `holder` bound to the slot `slots`
+/// names there.
+fn copies_at(
+    t: &Tracked,
+    new: &Bound<'_, PyList>,
+    slots: &[Slot],
+    holder: u32,
+) -> Option<Vec<usize>> {
+    if slots.len() > new.len() {
+        return None;
+    }
+    let mut addrs = Vec::with_capacity(slots.len());
+    for (j, &slot) in slots.iter().enumerate() {
         let ptr = list_item(new, j) as usize;
         if ptr == 0
             || t.core.alias(slot) != ptr
             || t.alias_holder.get(slot as usize) != Some(&holder)
         {
-            return;
+            return None;
         }
         addrs.push(ptr);
     }
-    memo.addrs = addrs;
+    Some(addrs)
 }
 
 /// Moves the last filtering result onto a session copy: when every slot it
@@ -1481,6 +1696,7 @@ pub fn index_copied(
     if result.is_ok() {
         carry_rewinds(&mut t, new, holder_id);
         carry_filtered(&mut t, holder_id);
+        carry_recovered(&mut t, new, holder_id);
     }
     if let Ok(mut objects) = holder.get().objects.lock() {
         *objects = held;
@@ -1658,6 +1874,7 @@ impl Counters {
         self.summaries_built += c.summaries_built;
         self.rewinds_reused += c.rewinds_reused;
         self.filters_reused += c.filters_reused;
+        self.recoveries_reused += c.recoveries_reused;
         self.copied += c.copied;
         self.copy_nanos += c.copy_nanos;
         self.direct += c.direct;
@@ -1972,6 +2189,7 @@ pub fn index_stats(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     out.set_item("summaries_built", c.summaries_built)?;
     out.set_item("rewinds_reused", c.rewinds_reused)?;
     out.set_item("filters_reused", c.filters_reused)?;
+    out.set_item("recoveries_reused", c.recoveries_reused)?;
     out.set_item("copied", c.copied)?;
     out.set_item("direct", c.direct)?;
     out.set_item("copy_seconds", c.copy_nanos as f64 * 1e-9)?;

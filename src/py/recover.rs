@@ -2,7 +2,7 @@
 
 use super::error::{finish, Extracted};
 use super::extract::{Extractor, Need};
-use super::index::load;
+use super::index::{load, recover_again, SUMMARY_BIT};
 use crate::core::guarded;
 use crate::core::hash::FastMap;
 use crate::core::recover::{self, Recovered};
@@ -29,6 +29,11 @@ fn run<'py>(
         parts: true,
         ..Need::default()
     };
+    if let Ok(source_list) = Extractor::list(source_events) {
+        if recover_again(list, source_list)? {
+            return Ok(events.clone());
+        }
+    }
     let mut source = load(source_events, need)?;
     // The filtered list holds the source's own objects in source order,
     // and summaries (of this session's cache, mostly): a cursor over the
@@ -39,6 +44,10 @@ fn run<'py>(
     let mut cursor = 0;
     let mut objects = Vec::with_capacity(list.len());
     let mut views = Vec::with_capacity(list.len());
+    // What each item is, for remembering the call (see
+    // `Loaded::remember_recovery`): a source position, or a plain summary's
+    // slot; `None` once an item is neither.
+    let mut entries: Option<Vec<u32>> = Some(Vec::with_capacity(list.len()));
     // Checking a cached summary reads a few cold objects; their loads are
     // started some items ahead.
     const AHEAD: usize = 8;
@@ -85,10 +94,23 @@ fn run<'py>(
         let view = match (found, summary) {
             (Some(j), _) => {
                 cursor = j + 1;
+                if let Some(e) = entries.as_mut() {
+                    e.push(j as u32);
+                }
                 source.views[j]
             }
-            (None, Some(slot)) => source.summary_view(slot, &obj, need)?,
-            (None, None) => source.ex.event(&obj, need)?,
+            (None, Some(slot)) => {
+                let view = source.summary_view(slot, &obj, need)?;
+                match entries.as_mut() {
+                    Some(e) if source.plain_summary(slot) => e.push(slot | SUMMARY_BIT),
+                    _ => entries = None,
+                }
+                view
+            }
+            (None, None) => {
+                entries = None;
+                source.ex.event(&obj, need)?
+            }
         };
         views.push(view);
         objects.push(obj);
@@ -99,6 +121,9 @@ fn run<'py>(
         guarded(|| recover::recover_compacted_function_calls(&views, source_views, ids))
     })?;
     let Some(order) = result else {
+        if let Some(entries) = entries {
+            source.remember_recovery(entries);
+        }
         return Ok(events.clone());
     };
     let out = order.iter().map(|r| match *r {
