@@ -49,6 +49,39 @@ fn contains(outer: (f64, f64, usize), inner: (f64, f64, usize)) -> bool {
         && !(outer.0 == inner.0 && outer.1 == inner.1 && outer.2 < inner.2)
 }
 
+/// Events with the given timestamps, call ids and response ids (each event
+/// its index as identity), and the id arena their spans index.
+type CallSpec = (u8, Vec<u32>, Vec<u32>);
+
+fn calls_and_responses(spec: &[CallSpec]) -> (Vec<EventView>, Vec<Sym>) {
+    let mut ids: Vec<Sym> = Vec::new();
+    let events = spec
+        .iter()
+        .enumerate()
+        .map(|(i, (t, calls, resps))| {
+            let c = Span {
+                start: ids.len() as u32,
+                len: calls.len() as u32,
+            };
+            ids.extend(calls);
+            let r = Span {
+                start: ids.len() as u32,
+                len: resps.len() as u32,
+            };
+            ids.extend(resps);
+            EventView {
+                ident: i as u64,
+                timestamp: f64::from(*t),
+                calls: c,
+                responses: r,
+                has_responses: !resps.is_empty(),
+                ..Default::default()
+            }
+        })
+        .collect();
+    (events, ids)
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(2000))]
 
@@ -169,14 +202,7 @@ proptest! {
         keep in prop::collection::vec(prop::bool::weighted(0.7), 25),
         cut in 0usize..25,
     ) {
-        let mut ids: Vec<Sym> = Vec::new();
-        let source: Vec<EventView> = spec.iter().enumerate().map(|(i, (t, calls, resps))| {
-            let c = Span { start: ids.len() as u32, len: calls.len() as u32 };
-            ids.extend(calls);
-            let r = Span { start: ids.len() as u32, len: resps.len() as u32 };
-            ids.extend(resps);
-            EventView { ident: i as u64, timestamp: f64::from(*t), calls: c, responses: r, has_responses: !resps.is_empty(), ..Default::default() }
-        }).collect();
+        let (source, ids) = calls_and_responses(&spec);
         let cut = cut.min(source.len());
         let present = &keep[..source.len()];
         let kept = |upto: usize| -> Vec<EventView> {
@@ -196,14 +222,7 @@ proptest! {
         spec in prop::collection::vec((0u8..10, prop::collection::vec(0u32..4, 0..3), prop::collection::vec(0u32..4, 0..3)), 0..25),
         keep in prop::collection::vec(prop::bool::ANY, 25),
     ) {
-        let mut ids: Vec<Sym> = Vec::new();
-        let source: Vec<EventView> = spec.iter().enumerate().map(|(i, (t, calls, resps))| {
-            let c = Span { start: ids.len() as u32, len: calls.len() as u32 };
-            ids.extend(calls);
-            let r = Span { start: ids.len() as u32, len: resps.len() as u32 };
-            ids.extend(resps);
-            EventView { ident: i as u64, timestamp: f64::from(*t), calls: c, responses: r, has_responses: !resps.is_empty(), ..Default::default() }
-        }).collect();
+        let (source, ids) = calls_and_responses(&spec);
         let events: Vec<EventView> = source.iter().zip(&keep).filter(|(_, k)| **k).map(|(e, _)| *e).collect();
         match recover_compacted_function_calls(&events, &source, &ids).unwrap() {
             None => {}

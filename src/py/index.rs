@@ -1463,37 +1463,32 @@ fn copied_parts(
     Ok(())
 }
 
-/// Moves the last rewinds result onto a session copy: when the copies at
-/// its positions in `new` were just bound (by holder `holder`) to its slots,
-/// it names them instead (same slots, same stored views, so the same
-/// result), and the invocation's first rewinds call is answered from it.
-fn carry_rewinds(t: &mut Tracked, new: &Bound<'_, PyList>, holder: u32) {
-    let Some(memo) = t.rewinds.as_ref() else {
-        return;
+/// Moves the last rewinds and recovery results onto a session copy: when
+/// the copies at their positions in `new` (the session's list, which both
+/// took as their source) were just bound (by holder `holder`) to their
+/// slots, they name those copies instead (same slots, same stored views, so
+/// the same results; recovery names its summaries by slot), and the
+/// invocation's first calls are answered from them.
+fn carry_positional(t: &mut Tracked, new: &Bound<'_, PyList>, holder: u32) {
+    let generation = t.generation;
+    let carried = |slots: &[Slot], then: u64| {
+        (then == generation)
+            .then(|| copies_at(t, new, slots, holder))
+            .flatten()
     };
-    if memo.generation != t.generation {
-        return;
+    let rewinds = t
+        .rewinds
+        .as_ref()
+        .and_then(|m| carried(&m.slots, m.generation));
+    let recovered = t
+        .recovered
+        .as_ref()
+        .and_then(|m| carried(&m.slots, m.generation));
+    if let (Some(memo), Some(addrs)) = (t.rewinds.as_mut(), rewinds) {
+        memo.addrs = addrs;
     }
-    if let Some(addrs) = copies_at(t, new, &memo.slots, holder) {
-        if let Some(memo) = t.rewinds.as_mut() {
-            memo.addrs = addrs;
-        }
-    }
-}
-
-/// The same for the last recovery result: its source is the session's
-/// list; its summaries are named by slot.
-fn carry_recovered(t: &mut Tracked, new: &Bound<'_, PyList>, holder: u32) {
-    let Some(memo) = t.recovered.as_ref() else {
-        return;
-    };
-    if memo.generation != t.generation {
-        return;
-    }
-    if let Some(addrs) = copies_at(t, new, &memo.slots, holder) {
-        if let Some(memo) = t.recovered.as_mut() {
-            memo.source = addrs;
-        }
+    if let (Some(memo), Some(addrs)) = (t.recovered.as_mut(), recovered) {
+        memo.source = addrs;
     }
 }
 
@@ -1694,9 +1689,8 @@ pub fn index_copied(
         }
     }
     if result.is_ok() {
-        carry_rewinds(&mut t, new, holder_id);
+        carry_positional(&mut t, new, holder_id);
         carry_filtered(&mut t, holder_id);
-        carry_recovered(&mut t, new, holder_id);
     }
     if let Ok(mut objects) = holder.get().objects.lock() {
         *objects = held;
