@@ -108,7 +108,7 @@ def index_stats() -> dict[str, object]:
       (memory of the indexes: stored views, id and address tables, weak
       references), `summaries` and `summary_bytes` (the cached summary
       Events, with their dicts), `scratch_bytes` (view buffers the calling
-      thread keeps for its next calls, at most two),
+      thread keeps for its next calls: at most two, of up to 16,384 views),
       and counters since the start: `by_identity` (items recognised as the
       object a slot is bound to), `by_id` (new objects of known events),
       `read` (new events), `changed` (stored values that a new object

@@ -298,6 +298,19 @@ impl<'py> Extractor<'py> {
         })
     }
 
+    /// [`Extractor::with_interner`] taking `interner` only once nothing can
+    /// fail: on an error it stays where it was (an index kept after the
+    /// error keeps the symbols its stored views name).
+    pub fn taking_interner(py: Python<'py>, interner: &mut Interner) -> PyResult<Self> {
+        let types = types(py)?;
+        Ok(Extractor {
+            py,
+            types,
+            interner: std::mem::take(interner),
+            ids: Vec::new(),
+        })
+    }
+
     /// The list itself; other sequences decline (google-adk accepts any
     /// iterable, and the reference implementation handles those). Exactly
     /// `list`: a subclass may override `__iter__` / `__len__`, which

@@ -1142,7 +1142,7 @@ pub fn filter_again<'py>(
         .as_ref()
         .map(|m| m.slots.clone())
         .unwrap_or_default();
-    let mut ex = match Extractor::with_interner(list.py(), std::mem::take(&mut t.interner)) {
+    let mut ex = match Extractor::taking_interner(list.py(), &mut t.interner) {
         Ok(ex) => ex,
         Err(err) => {
             checkin(key, t);
@@ -1304,7 +1304,7 @@ fn resolve_tail<'py>(
 ) -> Option<(Vec<Bound<'py, PyAny>>, Views, Vec<Slot>)> {
     let tail = list.get_slice(known, list.len());
     let generation = t.generation;
-    let mut ex = Extractor::with_interner(list.py(), std::mem::take(&mut t.interner)).ok()?;
+    let mut ex = Extractor::taking_interner(list.py(), &mut t.interner).ok()?;
     ex.interner.begin_call();
     let resolved = resolve(t, &mut ex, &tail, normalized(need));
     t.interner = std::mem::take(&mut ex.interner);

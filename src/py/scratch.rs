@@ -13,8 +13,9 @@ use std::ops::{Deref, DerefMut};
 
 /// Buffers kept per thread.
 const KEPT: usize = 2;
-/// Views a kept buffer may hold (larger ones are freed: ~10 MB).
-const MAX_VIEWS: usize = 1 << 16;
+/// Views a kept buffer may hold (larger ones are freed: ~2.5 MB; past
+/// that, a fresh buffer per call costs little beside the call itself).
+const MAX_VIEWS: usize = 1 << 14;
 
 thread_local! {
     static POOL: RefCell<Vec<Vec<EventView>>> = const { RefCell::new(Vec::new()) };
@@ -33,7 +34,7 @@ impl Views {
             .flatten()
             .unwrap_or_default();
         v.clear();
-        v.reserve(n);
+        v.reserve_exact(n);
         Views(v)
     }
 
