@@ -1167,7 +1167,10 @@ pub fn filter_again<'py>(
 fn extend_filtered(t: &mut Tracked, list: &Bound<'_, PyList>, need: Need) -> Option<Vec<Item>> {
     let mut memo = t.filtered.take()?;
     let known = memo.addrs.len();
-    if memo.generation != t.generation || !prefix_holds(t, list, &memo.addrs, &memo.slots) {
+    if memo.generation != t.generation
+        || list.len() >= SUMMARY_BIT as usize
+        || !prefix_holds(t, list, &memo.addrs, &memo.slots)
+    {
         return None;
     }
     let n = list.len();
@@ -1223,6 +1226,7 @@ fn extend_recovered(
     let (known, listed) = (memo.source.len(), memo.events.len());
     if memo.generation != t.generation
         || events.len() < listed
+        || source.len() >= SUMMARY_BIT as usize
         || !prefix_holds(t, source, &memo.source, &memo.slots)
     {
         return false;
