@@ -65,6 +65,12 @@ impl Coverage {
 /// Fails with [`CoreError::UnorderedTimestamp`] when a NaN would be a sort
 /// key, where only CPython's own sort defines the order.
 pub fn process_compaction_events(events: &[EventView]) -> Result<Vec<Item>, CoreError> {
+    process_extensibly(events).map(|(items, _)| items)
+}
+
+/// [`process_compaction_events`] and what extending its result needs (see
+/// [`Extension`]), from the same pass.
+pub fn process_extensibly(events: &[EventView]) -> Result<(Vec<Item>, Extension), CoreError> {
     let ranges = compaction_ranges(events);
     let coverage = Coverage::new(ranges.iter().map(|r| (r.start, r.end)));
     let mut keyed: Vec<(f64, usize, Item)> = Vec::with_capacity(events.len());
@@ -83,12 +89,19 @@ pub fn process_compaction_events(events: &[EventView]) -> Result<Vec<Item>, Core
     // Keys are NaN-free and indices unique: a total order, so any sort agrees
     // with Python's stable one.
     keyed.sort_unstable_by(|a, b| cmp_f64(a.0, b.0).then(a.1.cmp(&b.1)));
-    Ok(keyed.into_iter().map(|(_, _, item)| item).collect())
+    let extension = Extension {
+        coverage,
+        last: keyed.last().map_or(f64::NEG_INFINITY, |&(key, _, _)| key),
+    };
+    Ok((
+        keyed.into_iter().map(|(_, _, item)| item).collect(),
+        extension,
+    ))
 }
 
 /// What a result of [`process_compaction_events`] needs to be extended to
 /// the same events followed by more: the union of its ranges and the key of
-/// its last item.
+/// its last item (see [`process_extensibly`]).
 #[derive(Debug)]
 pub struct Extension {
     coverage: Coverage,
@@ -97,24 +110,6 @@ pub struct Extension {
 }
 
 impl Extension {
-    /// For `items`, the result of [`process_compaction_events`] on `events`.
-    pub fn of(events: &[EventView], items: &[Item]) -> Self {
-        let ranges = compaction_ranges(events);
-        let ends: super::hash::FastMap<usize, f64> =
-            ranges.iter().map(|r| (r.index, r.end)).collect();
-        let last = items
-            .iter()
-            .map(|item| match *item {
-                Item::Raw(i) => events[i].timestamp,
-                Item::Summary(i) => ends.get(&i).copied().unwrap_or(f64::NAN),
-            })
-            .fold(f64::NEG_INFINITY, f64::max);
-        Extension {
-            coverage: Coverage::new(ranges.iter().map(|r| (r.start, r.end))),
-            last,
-        }
-    }
-
     /// The largest key among the items.
     pub fn last_key(&self) -> f64 {
         self.last

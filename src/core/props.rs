@@ -2,7 +2,7 @@
 //! restatement of what the function promises.
 
 use super::event::{CompactionView, EventView, Span, Sym};
-use super::filter::{process_compaction_events, Coverage, Extension, Item};
+use super::filter::{process_compaction_events, process_extensibly, Coverage, Item};
 use super::ranges::compaction_ranges;
 use super::recover::{recover_compacted_function_calls, Calls, Recovered};
 use super::rewind::apply_rewinds;
@@ -172,7 +172,7 @@ proptest! {
         tail_ts in prop::collection::vec(ts(), 8),
         plain in prop::bool::ANY,
     ) {
-        let Ok(before) = process_compaction_events(&events) else {
+        let Ok((before, mut ext)) = process_extensibly(&events) else {
             return Ok(());
         };
         let tail: Vec<EventView> = tail
@@ -182,13 +182,12 @@ proptest! {
             .collect();
         let mut all = events.clone();
         all.extend_from_slice(&tail);
-        let mut ext = Extension::of(&events, &before);
         if ext.extend(&tail) {
             let mut expected = before.clone();
             expected.extend((events.len()..all.len()).map(Item::Raw));
             prop_assert_eq!(process_compaction_events(&all).ok(), Some(expected));
             // And it keeps extending: the extended result's extension.
-            let again = Extension::of(&all, &process_compaction_events(&all).unwrap());
+            let (_, again) = process_extensibly(&all).unwrap();
             prop_assert_eq!(again.last_key().to_bits(), ext.last_key().to_bits());
         }
     }

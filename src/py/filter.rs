@@ -58,8 +58,9 @@ fn run<'py>(
         None => {
             let mut batch = load(events, need)?;
             let views = std::mem::take(&mut batch.views);
-            let items = py.detach(|| guarded(|| filter::process_compaction_events(&views)))?;
-            batch.remember_filter(&views, &items);
+            let (items, extension) =
+                py.detach(|| guarded(|| filter::process_extensibly(&views)))?;
+            batch.remember_filter(&items, extension);
             (batch, items)
         }
     };

@@ -100,7 +100,7 @@ struct Tracked {
     /// copies of `actions` and `content` the deep copy's memo names, without
     /// reading the copy (see [`index_copied`]). Forgotten when the slot is
     /// bound anew.
-    sources: FastMap<Slot, [Py<PyAny>; 6]>,
+    sources: FastMap<Slot, summary::HeldSource>,
     /// The last `apply_rewinds` on this session through the index, to
     /// answer the next one on the same list, or on it extended (see
     /// [`rewinds_again`]).
@@ -515,6 +515,25 @@ impl Tracked {
         Ok(())
     }
 
+    /// The call-recovery view of slot `slot`'s cached summary when `ptr` is
+    /// that summary, its dicts' tags show it unchanged (so it holds the same
+    /// content) and that content is known to hold neither calls nor
+    /// responses (`plain`): nothing of the summary is read but two dict
+    /// headers.
+    fn plain_summary_view(
+        &self,
+        slot: Slot,
+        ptr: *mut ffi::PyObject,
+        py: Python<'_>,
+    ) -> Option<&EventView> {
+        let view = self.plain.get(&slot)?;
+        let s = self.summaries.get(&slot)?;
+        (s.event.as_ptr() == ptr
+            && matches!(s.unchanged, Unchanged::Tags { .. })
+            && s.unchanged_now(py))
+        .then_some(view)
+    }
+
     /// Holder number `id`, while it still holds its copies.
     #[inline]
     fn live_holder(&self, id: u32) -> Option<&CopyHolder> {
@@ -758,20 +777,15 @@ impl<'py> Loaded<'py> {
         obj: &Bound<'py, PyAny>,
         need: Need,
     ) -> Extracted<EventView> {
-        if let Some((_, t)) = &self.checkout {
-            // Dicts shown unchanged by their tags hold the same content:
-            // nothing of the summary is read but two dict headers.
-            if let (Some(view), Some(s)) = (t.plain.get(&slot), t.summaries.get(&slot)) {
-                if matches!(s.unchanged, Unchanged::Tags { .. })
-                    && s.event.is(obj)
-                    && s.unchanged_now(obj.py())
-                {
-                    return Ok(EventView {
-                        ident: obj.as_ptr() as u64,
-                        ..*view
-                    });
-                }
-            }
+        if let Some(view) = self
+            .checkout
+            .as_ref()
+            .and_then(|(_, t)| t.plain_summary_view(slot, obj.as_ptr(), obj.py()))
+        {
+            return Ok(EventView {
+                ident: obj.as_ptr() as u64,
+                ..*view
+            });
         }
         let content = obj.getattr(intern!(obj.py(), "content"))?;
         let cached = |t: &Tracked| {
@@ -804,7 +818,7 @@ impl<'py> Loaded<'py> {
     /// What the summary of the compaction event at `i` of the list takes
     /// from it, when that is a session copy whose holder has its parts (see
     /// `Tracked::sources`): nothing of the copy is read.
-    pub fn copy_source(&self, i: usize) -> Option<summary::Source<'py>> {
+    pub fn copy_source(&self, i: usize) -> Option<summary::Source<Bound<'py, PyAny>>> {
         let (Some((_, t)), Some(&slot)) = (&self.checkout, self.slots.get(i)) else {
             return None;
         };
@@ -823,11 +837,11 @@ impl<'py> Loaded<'py> {
         let src = t.sources.get(&slot)?;
         let py = obj.py();
         Some(summary::Source {
-            timestamp: src[0].bind(py).clone(),
+            timestamp: src.timestamp.bind(py).clone(),
             content: content.into_bound(py),
-            branch: src[2].bind(py).clone(),
-            scope: src[3].bind(py).clone(),
-            invocation: src[4].bind(py).clone(),
+            branch: src.branch.bind(py).clone(),
+            scope: src.scope.bind(py).clone(),
+            invocation: src.invocation.bind(py).clone(),
             actions: actions.into_bound(py),
         })
     }
@@ -925,9 +939,9 @@ impl<'py> Loaded<'py> {
     }
 
     /// Remembers `items`, the result of prompt filtering on this call's
-    /// list (`views`, as read for it), for [`filter_again`] (when every
+    /// list, and what extending it needs, for [`filter_again`] (when every
     /// item is bound and the list is short enough to number).
-    pub fn remember_filter(&mut self, views: &[EventView], items: &[Item]) {
+    pub fn remember_filter(&mut self, items: &[Item], extension: Extension) {
         let Some((_, t)) = &mut self.checkout else {
             return;
         };
@@ -945,7 +959,7 @@ impl<'py> Loaded<'py> {
                     Item::Summary(i) => i as u32 | SUMMARY_BIT,
                 })
                 .collect(),
-            extension: Extension::of(views, items),
+            extension,
             generation: t.generation,
         });
     }
@@ -1236,13 +1250,8 @@ fn extend_recovered(
         let same = if entry & SUMMARY_BIT == 0 {
             memo.source[entry as usize] == ptr
         } else {
-            let slot = entry & !SUMMARY_BIT;
-            t.plain.contains_key(&slot)
-                && t.summaries.get(&slot).is_some_and(|s| {
-                    s.event.as_ptr() as usize == ptr
-                        && matches!(s.unchanged, Unchanged::Tags { .. })
-                        && s.unchanged_now(py)
-                })
+            t.plain_summary_view(entry & !SUMMARY_BIT, ptr as *mut ffi::PyObject, py)
+                .is_some()
         };
         if !same {
             return false;
@@ -1420,18 +1429,7 @@ fn copied_parts(
             let Some(src) = summary::Source::read(&o)? else {
                 continue;
             };
-            t.sources.insert(
-                *s,
-                [
-                    src.timestamp,
-                    src.content,
-                    src.branch,
-                    src.scope,
-                    src.invocation,
-                    src.actions,
-                ]
-                .map(Bound::unbind),
-            );
+            t.sources.insert(*s, src.unbind());
         }
     }
     // The memo's keys, then every lookup back to back, then the copies
@@ -1441,7 +1439,10 @@ fn copied_parts(
         .filter_map(|s| {
             let src = t.sources.get(s)?;
             let key = |obj: &Py<PyAny>| (obj.as_ptr() as usize).into_pyobject(py).ok();
-            Some((*s, [key(&src[5])?.into_any(), key(&src[1])?.into_any()]))
+            Some((
+                *s,
+                [key(&src.actions)?.into_any(), key(&src.content)?.into_any()],
+            ))
         })
         .collect();
     let mut found = Vec::with_capacity(keys.len());

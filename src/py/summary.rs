@@ -136,7 +136,7 @@ impl<'py> Builder<'py> {
     /// The summary of a compaction event whose values are `source`'s.
     pub fn build_from(
         &mut self,
-        source: &Source<'py>,
+        source: &Source<Bound<'py, PyAny>>,
         author: &Bound<'py, PyString>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let py = self.py;
@@ -213,17 +213,32 @@ impl<'py> Builder<'py> {
 /// What a summary takes from its compaction event: `actions`, its
 /// compaction's `end_timestamp` and `compacted_content`, and the event's
 /// `branch`, `isolation_scope` and `invocation_id`, each of the exact type
-/// validation keeps as is.
-pub struct Source<'py> {
-    pub timestamp: Bound<'py, PyAny>,
-    pub content: Bound<'py, PyAny>,
-    pub branch: Bound<'py, PyAny>,
-    pub scope: Bound<'py, PyAny>,
-    pub invocation: Bound<'py, PyAny>,
-    pub actions: Bound<'py, PyAny>,
+/// validation keeps as is; borrowed for a call (`Bound`) or held (`Py`).
+pub struct Source<T> {
+    pub timestamp: T,
+    pub content: T,
+    pub branch: T,
+    pub scope: T,
+    pub invocation: T,
+    pub actions: T,
 }
 
-impl<'py> Source<'py> {
+/// The values held across calls (see `index::Tracked::sources`).
+pub type HeldSource = Source<Py<PyAny>>;
+
+impl<'py> Source<Bound<'py, PyAny>> {
+    /// The values, held.
+    pub fn unbind(self) -> HeldSource {
+        Source {
+            timestamp: self.timestamp.unbind(),
+            content: self.content.unbind(),
+            branch: self.branch.unbind(),
+            scope: self.scope.unbind(),
+            invocation: self.invocation.unbind(),
+            actions: self.actions.unbind(),
+        }
+    }
+
     /// Reads `event` through the instance dicts (no attribute protocol);
     /// `None` when a value is not of the type validation keeps as is.
     pub fn read(event: &Bound<'py, PyAny>) -> PyResult<Option<Self>> {
