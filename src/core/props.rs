@@ -171,14 +171,22 @@ proptest! {
         tail in prop::collection::vec(event(), 0..8),
         tail_ts in prop::collection::vec(ts(), 8),
         plain in prop::bool::ANY,
+        tie in prop::bool::ANY,
     ) {
         let Ok((before, mut ext)) = process_extensibly(&events) else {
             return Ok(());
         };
+        // A tie with the last item, often a summary whose range covers its
+        // own key: after every item, yet covered.
+        let last = ext.last_key();
         let tail: Vec<EventView> = tail
             .iter()
             .zip(&tail_ts)
-            .map(|(e, &t)| if plain { EventView { compaction: None, ..*e } } else { EventView { timestamp: t, ..*e } })
+            .map(|(e, &t)| match (plain, tie && last.is_finite()) {
+                (true, true) => EventView { compaction: None, timestamp: last, ..*e },
+                (true, false) => EventView { compaction: None, ..*e },
+                (false, _) => EventView { timestamp: t, ..*e },
+            })
             .collect();
         let mut all = events.clone();
         all.extend_from_slice(&tail);
