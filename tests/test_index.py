@@ -12,6 +12,7 @@ import gc
 import os
 import subprocess
 import sys
+import sysconfig
 import threading
 import weakref
 from collections.abc import Iterator
@@ -396,6 +397,56 @@ def test_summary_checks_without_dict_version_tags() -> None:
     )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert "2 passed" in done.stdout
+
+
+def _prefetch_switched(value: str | None, code: str) -> str:
+    env = dict(os.environ)
+    env.pop("ADK_FASTCOMPACT_PREFETCH", None)
+    if value is not None:
+        env["ADK_FASTCOMPACT_PREFETCH"] = value
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.strip()
+
+
+def test_prefetch_hints_are_given_where_the_layout_is_proved() -> None:
+    # The hints read two CPython internals (see src/py/prefetch.rs); they
+    # are given on the interpreters whose layout the self-test proves, and
+    # the switch turns them off.
+    code = "from adk_fastcompact import _native; print(_native.index_stats()['prefetch'])"
+    gil = not sysconfig.get_config_var("Py_GIL_DISABLED")
+    version = sys.version_info[:2]
+    proved = sys.implementation.name == "cpython" and gil and version in {(3, 11), (3, 12)}
+    assert _prefetch_switched(None, code) == str(proved)
+    assert _prefetch_switched("false", code) == "False"
+
+
+def test_reads_without_prefetch_hints_give_the_same_decisions() -> None:
+    # Hints choose only what to load early; the values are read through the
+    # API either way. A cold read (fresh objects) of a session with calls,
+    # compactions and rewinds, with and without them.
+    code = (
+        "import copy\n"
+        "from adk_fastcompact import _sessions, _native\n"
+        "import adk_fastcompact as fc\n"
+        "events = _sessions.build_session(3000, 7)\n"
+        "due = _sessions.build_due_session(3000, 7)\n"
+        "out = fc.process_compaction_events(copy.deepcopy(events), 'root')\n"
+        "rec = fc.recover_compacted_function_calls(out, events)\n"
+        "kept = fc.apply_rewinds(copy.deepcopy(events))\n"
+        "w = _native.sliding_window(copy.deepcopy(due), 3, 1)\n"
+        "key = lambda es: [(e.invocation_id, e.timestamp, e.author) for e in es]\n"
+        "print(key(out), key(rec), [e.id for e in kept],\n"
+        "      [e.id for e in w[0]], [e.id for e in w[1]], w[2] and w[2][2:])\n"
+    )
+    assert _prefetch_switched("false", code) == _prefetch_switched(None, code)
 
 
 def test_summaries_are_built_anew_under_a_custom_id_provider() -> None:

@@ -109,7 +109,9 @@ def index_stats() -> dict[str, object]:
       references), `summaries` and `summary_bytes` (the cached summary
       Events, with their dicts), `scratch_bytes` (view buffers the calling
       thread keeps for its next calls: at most two, of up to 16,384 views),
-      and counters since the start: `by_identity` (items recognised as the
+      `prefetch` (whether reads of cold objects start their loads ahead:
+      CPython 3.11 / 3.12 GIL builds, unless `ADK_FASTCOMPACT_PREFETCH` is
+      `false`), and counters since the start: `by_identity` (items recognised as the
       object a slot is bound to), `by_id` (new objects of known events),
       `read` (new events), `changed` (stored values that a new object
       contradicted), `transient` (items read but not stored), `fallbacks`

@@ -9,6 +9,7 @@
 //! timestamps) declines, and the caller falls back to google-adk's own code.
 
 use super::error::{Extracted, Outcome};
+use super::prefetch;
 use crate::core::hash::FastMap;
 use crate::core::{CompactionView, EventView, Span, Sym};
 use pyo3::ffi;
@@ -332,7 +333,7 @@ impl<'py> Extractor<'py> {
     pub fn batch(&mut self, list: &Bound<'py, PyList>, need: Need) -> Extracted<Batch<'py>> {
         // Taking the references touches each object header in a tight loop,
         // which also overlaps those misses.
-        let objects: Vec<Bound<'py, PyAny>> = list.iter().collect();
+        let objects: Vec<Bound<'py, PyAny>> = super::prefetch::list_items(list);
         let views = self.views(&objects, need)?;
         Ok(Batch { objects, views })
     }
@@ -374,11 +375,38 @@ impl<'py> Extractor<'py> {
         let py = self.py;
         let t = self.types;
         s.clear();
-        // Stage 1: the events' dicts.
+        // Stage 1: the events' dicts. Before each stage, the loads it makes
+        // are started for the whole chunk (see `prefetch`).
+        prefetch::instance_dicts(objs);
         for (obj, view) in objs.iter().zip(views.iter_mut()) {
             view.ident = obj.as_ptr() as u64;
             s.dicts.push(model_dict(obj, &t.event, "not an Event")?);
         }
+        prefetch::tables(&s.dicts);
+        s.keys.clear();
+        if need.timestamp {
+            s.keys.push(intern!(py, "timestamp").clone());
+        }
+        if need.pairing {
+            s.keys.push(intern!(py, "long_running_tool_ids").clone());
+        }
+        if need.invocation {
+            s.keys.push(intern!(py, "invocation_id").clone());
+        }
+        if need.window {
+            s.keys.push(intern!(py, "isolation_scope").clone());
+        }
+        if need.usage {
+            s.keys.push(intern!(py, "author").clone());
+            s.keys.push(intern!(py, "usage_metadata").clone());
+        }
+        if need.compaction || need.rewind || need.window || need.pairing {
+            s.keys.push(intern!(py, "actions").clone());
+        }
+        if need.parts {
+            s.keys.push(intern!(py, "content").clone());
+        }
+        prefetch::values(&s.dicts, &s.keys.iter().collect::<Vec<_>>());
         // Stage 2: top-level fields.
         for (i, dict) in s.dicts.iter().enumerate() {
             if need.timestamp {
@@ -452,9 +480,17 @@ impl<'py> Extractor<'py> {
             }
         }
         // Stage 3: `actions` dicts.
+        prefetch::instance_dicts(s.inner.iter().map(|(_, a)| a));
         for (i, actions) in s.inner.drain(..) {
             s.inner_dicts
                 .push((i, model_dict(&actions, &t.actions, "actions")?));
+        }
+        prefetch::tables(s.inner_dicts.iter().map(|(_, d)| d));
+        if need.compaction {
+            prefetch::values(
+                s.inner_dicts.iter().map(|(_, d)| d),
+                &[intern!(py, "compaction")],
+            );
         }
         // Stage 4: rewind target and compaction.
         for (i, actions) in s.inner_dicts.drain(..) {
@@ -497,29 +533,58 @@ impl<'py> Extractor<'py> {
             return Ok(());
         }
         // Stage 5: `content` dicts and their part lists.
+        prefetch::instance_dicts(s.contents.iter().map(|(_, c)| c));
         for (i, content) in s.contents.drain(..) {
-            let content = model_dict(&content, &t.content, "content")?;
+            s.inner_dicts
+                .push((i, model_dict(&content, &t.content, "content")?));
+        }
+        prefetch::tables(s.inner_dicts.iter().map(|(_, d)| d));
+        prefetch::values(
+            s.inner_dicts.iter().map(|(_, d)| d),
+            &[intern!(py, "parts")],
+        );
+        for (i, content) in s.inner_dicts.drain(..) {
             let parts = field(&content, intern!(py, "parts"), "parts")?;
             if parts.is_none() {
                 continue;
             }
             let parts = parts
-                .cast_exact::<PyList>()
+                .cast_into_exact::<PyList>()
                 .map_err(|_| Outcome::Decline("parts"))?;
+            s.lists.push((i, parts));
+        }
+        prefetch::arrays(s.lists.iter().map(|(_, l)| l));
+        prefetch::items(s.lists.iter().map(|(_, l)| l));
+        for (i, parts) in s.lists.drain(..) {
             for part in parts.iter() {
                 s.inner.push((i, part));
             }
         }
         // Stage 6: part dicts.
+        prefetch::instance_dicts(s.inner.iter().map(|(_, p)| p));
         for (i, part) in s.inner.drain(..) {
             s.inner_dicts.push((i, model_dict(&part, &t.part, "part")?));
         }
+        prefetch::tables(s.inner_dicts.iter().map(|(_, d)| d));
+        prefetch::values(
+            s.inner_dicts.iter().map(|(_, d)| d),
+            &[
+                intern!(py, "function_call"),
+                intern!(py, "function_response"),
+            ],
+        );
         // Stage 7: calls and responses of each part.
         for (i, part) in s.inner_dicts.drain(..) {
             let call = field(&part, intern!(py, "function_call"), "call")?;
             let response = field(&part, intern!(py, "function_response"), "response")?;
             s.parts.push((i, call, response));
         }
+        prefetch::instance_dicts(
+            s.parts
+                .iter()
+                .flat_map(|(_, c, r)| [c, r])
+                .filter(|o| !o.is_none()),
+        );
         // Stage 8: their ids, in part order: per event, call ids then
         // response ids, contiguous in the arena.
         let mut k = 0;
@@ -594,6 +659,10 @@ struct Scratch<'py> {
     parts: Vec<(usize, Bound<'py, PyAny>, Bound<'py, PyAny>)>,
     /// Synthetic HITL call ids of the event being read.
     hitl: Vec<Sym>,
+    /// `(event in chunk, content.parts)`.
+    lists: Vec<(usize, Bound<'py, PyList>)>,
+    /// The fields a stage reads, to prefetch.
+    keys: Vec<Bound<'py, PyString>>,
 }
 
 impl Scratch<'_> {
@@ -604,6 +673,8 @@ impl Scratch<'_> {
         self.contents.clear();
         self.parts.clear();
         self.hitl.clear();
+        self.keys.clear();
+        self.lists.clear();
     }
 }
 

@@ -430,7 +430,7 @@ impl Summary {
     /// keeps a managed dict's pointer), and their dicts when known by
     /// address.
     fn prefetch(&self) {
-        use super::prefetch;
+        use super::prefetch::prefetch;
         let before = |p: *mut ffi::PyObject| p.cast::<u8>().wrapping_sub(24).cast();
         prefetch(self.source.as_ptr());
         for p in [self.event.as_ptr(), self.node.as_ptr()] {
@@ -1168,7 +1168,7 @@ pub fn filter_again<'py>(
     registry().counters.filters_reused += 1;
     Ok(Some((
         Loaded {
-            objects: list.iter().collect(),
+            objects: super::prefetch::list_items(list),
             views: Views::default(),
             ex,
             slots,
@@ -1451,7 +1451,7 @@ fn copied_parts(
     }
     for (_, a, c) in &found {
         for copy in [a, c].into_iter().flatten() {
-            super::prefetch(copy.as_ptr());
+            super::prefetch::prefetch(copy.as_ptr());
         }
     }
     for (s, actions, content) in found {
@@ -1630,11 +1630,11 @@ pub fn index_copied(
     // ahead so that the misses overlap.
     const AHEAD: usize = 16;
     for i in 0..AHEAD.min(new.len()) {
-        super::prefetch(list_item(new, i));
+        super::prefetch::prefetch(list_item(new, i));
     }
     for i in 0..old.len() {
         if i + AHEAD < new.len() {
-            super::prefetch(list_item(new, i + AHEAD));
+            super::prefetch::prefetch(list_item(new, i + AHEAD));
         }
         let (o, n) = (list_item(old, i), list_item(new, i));
         // SAFETY: `n` is a live item of `new` (borrowed from it).
@@ -1970,7 +1970,7 @@ fn resolve<'py>(
 ) -> Extracted<Resolution<'py>> {
     let py = list.py();
     let groups = groups_of(need);
-    let objects: Vec<Bound<'py, PyAny>> = list.iter().collect();
+    let objects: Vec<Bound<'py, PyAny>> = super::prefetch::list_items(list);
     let n = objects.len();
     let mut counts = Counters::default();
     let mut slots: Vec<Slot> = vec![Slot::MAX; n];
@@ -2176,6 +2176,7 @@ pub fn index_stats(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     )?;
     out.set_item("summary_bytes", summary_bytes)?;
     out.set_item("scratch_bytes", super::scratch::pooled_bytes())?;
+    out.set_item("prefetch", super::prefetch::enabled(py))?;
     let c = reg.counters;
     out.set_item("by_identity", c.by_identity)?;
     out.set_item("by_id", c.by_id)?;

@@ -6,6 +6,7 @@ mod error;
 mod extract;
 mod filter;
 mod index;
+mod prefetch;
 mod ranges;
 mod recover;
 mod rewind;
@@ -14,25 +15,7 @@ mod summary;
 mod version_tag;
 mod window;
 
-use pyo3::ffi;
 use pyo3::prelude::*;
-
-/// Asks the CPU to start loading the cache line at `ptr` (a hint: never
-/// faults, does nothing where unsupported). Loops over many cold Python
-/// objects (a fresh deep copy's events) issue it some items ahead, so the
-/// misses overlap instead of each stalling the loop in turn.
-#[inline(always)]
-pub(crate) fn prefetch(ptr: *const ffi::PyObject) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch reads nothing architecturally and cannot fault,
-    // whatever the address.
-    unsafe {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        _mm_prefetch::<_MM_HINT_T0>(ptr.cast::<i8>());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = ptr;
-}
 
 /// Adds the module's functions and `__version__`.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

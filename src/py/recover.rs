@@ -51,7 +51,7 @@ fn run<'py>(
     // Checking a cached summary reads a few cold objects; their loads are
     // started some items ahead.
     const AHEAD: usize = 8;
-    let items: Vec<Bound<'py, PyAny>> = list.iter().collect();
+    let items: Vec<Bound<'py, PyAny>> = super::prefetch::list_items(list);
     let summary_at = |k: usize| {
         items
             .get(k)

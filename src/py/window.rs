@@ -79,7 +79,7 @@ impl Selected {
         if list.len() != self.objects.len() {
             return None;
         }
-        let objects: Vec<Bound<'py, PyAny>> = list.iter().collect();
+        let objects: Vec<Bound<'py, PyAny>> = super::prefetch::list_items(list);
         objects
             .iter()
             .zip(&self.objects)

@@ -1,0 +1,276 @@
+//! Overlapping the cache misses of reads through cold Python objects.
+//!
+//! A session freshly loaded by `get_session` (a deep copy, or Events a
+//! database service rebuilt) is megabytes of objects the CPU has not seen
+//! lately: each field read is a chain of dependent loads (object, its
+//! instance dict, the dict's key table, the value), each one a miss. A loop
+//! that reads event after event waits for each miss in turn. Extraction
+//! goes stage by stage over chunks of events instead, and before a stage
+//! reads a level of the chain for the whole chunk, the loads of that level
+//! are started for every event of the chunk ([`prefetch`] hints), so the
+//! misses overlap.
+//!
+//! Finding where the next level lives without a reference taken or a
+//! lookup made reads two `PyObject` internals that the limited API this
+//! module is built against does not name: the managed instance-dict
+//! pointer three words before an object (CPython 3.11 and 3.12, types with
+//! `Py_TPFLAGS_MANAGED_DICT`, which pydantic models are) and a dict's key
+//! table pointer. Those reads only choose what to *prefetch*: whatever they
+//! return, every value is then read through the API as before. They are
+//! made only on an interpreter where [`usable`] proved the layout (CPython,
+//! a GIL build, 3.11 or 3.12, and a probe object whose managed dict is
+//! found where expected); elsewhere the hints are simply not given.
+//! `ADK_FASTCOMPACT_PREFETCH=false` in the environment turns them off too.
+
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyList, PyListMethods, PyString};
+
+/// Asks the CPU to start loading the cache line at `ptr` (a hint: never
+/// faults, does nothing where unsupported).
+#[inline(always)]
+pub(crate) fn prefetch(ptr: *const ffi::PyObject) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch reads nothing architecturally and cannot fault,
+    // whatever the address.
+    unsafe {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch::<_MM_HINT_T0>(ptr.cast::<i8>());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = ptr;
+}
+
+/// Byte offset, before an object, of its managed instance-dict pointer.
+const MANAGED_DICT: usize = 24;
+/// Byte offset of `ob_item` in `PyListObject`.
+const OB_ITEM: usize = 24;
+/// Byte offsets of `ma_used` and `ma_keys` in `PyDictObject`.
+const MA_USED: usize = 16;
+const MA_KEYS: usize = 32;
+/// `Py_TPFLAGS_MANAGED_DICT`.
+const MANAGED_DICT_FLAG: std::ffi::c_ulong = 1 << 4;
+/// Cache lines of a key table hinted at most.
+const TABLE_LINES: usize = 12;
+
+static USABLE: PyOnceLock<bool> = PyOnceLock::new();
+
+/// Starts loading an object's header and the line before it (where
+/// CPython keeps a managed instance dict's pointer, which
+/// `PyObject_GenericGetDict` reads).
+#[inline(always)]
+pub(crate) fn object(ptr: *const ffi::PyObject) {
+    prefetch(ptr);
+    prefetch(ptr.cast::<u8>().wrapping_sub(MANAGED_DICT).cast());
+}
+
+/// The items of `list`, each a new reference. Taking a reference writes
+/// the object's header: each item is prefetched some items ahead, so those
+/// misses overlap instead of stalling the loop one by one.
+pub(crate) fn list_items<'py>(list: &Bound<'py, PyList>) -> Vec<Bound<'py, PyAny>> {
+    const AHEAD: usize = 16;
+    let py = list.py();
+    let n = list.len();
+    let item = |i: usize| -> *mut ffi::PyObject {
+        // SAFETY: `list` is a live list and `i` below its length (no
+        // Python code runs in this function, so the length holds);
+        // PyList_GetItem returns a borrowed reference.
+        unsafe { ffi::PyList_GetItem(list.as_ptr(), i as ffi::Py_ssize_t) }
+    };
+    for i in 0..AHEAD.min(n) {
+        object(item(i));
+    }
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        if i + AHEAD < n {
+            object(item(i + AHEAD));
+        }
+        // SAFETY: a live item of `list` (see above), borrowed, owned here.
+        out.push(unsafe { Bound::from_borrowed_ptr(py, item(i)) });
+    }
+    out
+}
+
+/// Whether the loads of cold objects are started ahead on this
+/// interpreter (`index_stats()["prefetch"]`).
+pub(crate) fn enabled(py: Python<'_>) -> bool {
+    usable(py)
+}
+
+/// Whether the layout reads are proved on this interpreter.
+fn usable(py: Python<'_>) -> bool {
+    *USABLE.get_or_init(py, || self_test(py).unwrap_or(false))
+}
+
+fn self_test(py: Python<'_>) -> PyResult<bool> {
+    if std::env::var("ADK_FASTCOMPACT_PREFETCH")
+        .is_ok_and(|v| matches!(v.trim(), "0" | "false" | "False"))
+    {
+        return Ok(false);
+    }
+    let sys = py.import("sys")?;
+    let cpython = sys
+        .getattr("implementation")?
+        .getattr("name")?
+        .extract::<String>()?
+        == "cpython";
+    let version = sys.getattr("version_info")?;
+    let major: u32 = version.get_item(0)?.extract()?;
+    let minor: u32 = version.get_item(1)?.extract()?;
+    let free_threaded = py
+        .import("sysconfig")?
+        .call_method1("get_config_var", ("Py_GIL_DISABLED",))?
+        .is_truthy()?;
+    if !cpython || free_threaded || major != 3 || !(11..=12).contains(&minor) {
+        return Ok(false);
+    }
+    // A class with a managed dict, an instance, and its dict made real.
+    let class = py
+        .import("builtins")?
+        .getattr("type")?
+        .call1(("Probe", (), PyDict::new(py)))?;
+    let probe = class.call0()?;
+    probe.setattr("field", 1)?;
+    let dict = probe.getattr("__dict__")?;
+    if !managed(&probe) {
+        return Ok(false);
+    }
+    // SAFETY: CPython 3.11 / 3.12 (GIL builds) put two words before the GC
+    // header of an object of a managed-dict type; the read is inside that.
+    let found = unsafe { instance_dict_ptr(probe.as_ptr()) };
+    Ok(found == dict.as_ptr())
+}
+
+/// Whether `obj`'s type keeps a managed instance dict.
+#[inline]
+fn managed(obj: &Bound<'_, PyAny>) -> bool {
+    // SAFETY: `obj` is live; its type is a live type object.
+    unsafe { ffi::PyType_GetFlags(ffi::Py_TYPE(obj.as_ptr())) & MANAGED_DICT_FLAG != 0 }
+}
+
+/// The managed instance-dict pointer of `obj` (null while not made).
+///
+/// # Safety
+/// `obj` must be a live object of a managed-dict type on an interpreter
+/// [`usable`] admitted.
+#[inline]
+unsafe fn instance_dict_ptr(obj: *mut ffi::PyObject) -> *mut ffi::PyObject {
+    unsafe {
+        std::ptr::read(
+            obj.cast::<u8>()
+                .sub(MANAGED_DICT)
+                .cast::<*mut ffi::PyObject>(),
+        )
+    }
+}
+
+/// Starts loading the instance dicts of `objs` (each header already
+/// loaded or in flight; nothing is hinted for an object of another type).
+pub(crate) fn instance_dicts<'a, 'py: 'a>(objs: impl IntoIterator<Item = &'a Bound<'py, PyAny>>) {
+    let mut objs = objs.into_iter().peekable();
+    let Some(first) = objs.peek() else {
+        return;
+    };
+    if !usable(first.py()) {
+        return;
+    }
+    for obj in objs {
+        if managed(obj) {
+            // SAFETY: a live managed-dict object, layout proved.
+            prefetch(unsafe { instance_dict_ptr(obj.as_ptr()) });
+        }
+    }
+}
+
+/// Starts loading the key tables of `dicts` (exact dicts, each already
+/// loaded or in flight): the header, the indices and the entries.
+pub(crate) fn tables<'a, 'py: 'a>(dicts: impl IntoIterator<Item = &'a Bound<'py, PyDict>>) {
+    let mut dicts = dicts.into_iter().peekable();
+    let Some(first) = dicts.peek() else {
+        return;
+    };
+    if !usable(first.py()) {
+        return;
+    }
+    for dict in dicts {
+        let d = dict.as_ptr().cast::<u8>();
+        // SAFETY: a live exact dict, whose struct holds `ma_used` and
+        // `ma_keys` at these offsets on the admitted versions.
+        let (used, keys) = unsafe {
+            (
+                std::ptr::read(d.add(MA_USED).cast::<isize>()),
+                std::ptr::read(d.add(MA_KEYS).cast::<*const u8>()),
+            )
+        };
+        // Header (32 bytes), one-byte indices (up to 2^7 slots: at least
+        // 3/2 of the entries), 16-byte entries (string keys).
+        let used = used.clamp(0, 64) as usize;
+        let bytes = 32 + (used * 3 / 2).next_power_of_two() + 16 * used;
+        for line in 0..bytes.div_ceil(64).min(TABLE_LINES) {
+            prefetch(keys.wrapping_add(64 * line).cast());
+        }
+    }
+}
+
+/// Starts loading the values of `keys` in each of `dicts` (exact dicts whose
+/// tables are loaded or in flight): the value's header, and its instance
+/// dict's pointer. The lookups take no reference and read no value.
+pub(crate) fn values<'a, 'py: 'a>(
+    dicts: impl IntoIterator<Item = &'a Bound<'py, PyDict>>,
+    keys: &[&Bound<'py, PyString>],
+) {
+    for dict in dicts {
+        for key in keys {
+            // SAFETY: a live dict and a live exact `str` key (hashing it
+            // runs no Python code); the result is borrowed and only its
+            // address is used. A failed lookup (none can, with a `str`
+            // key) is cleared.
+            let value = unsafe { ffi::PyDict_GetItemWithError(dict.as_ptr(), key.as_ptr()) };
+            if value.is_null() {
+                // SAFETY: clearing a possible error indicator is always valid.
+                unsafe { ffi::PyErr_Clear() };
+            } else {
+                object(value);
+            }
+        }
+    }
+}
+
+/// Starts loading the item arrays of `lists` (each header loaded or in
+/// flight).
+pub(crate) fn arrays<'a, 'py: 'a>(lists: impl IntoIterator<Item = &'a Bound<'py, PyList>>) {
+    let mut lists = lists.into_iter().peekable();
+    let Some(first) = lists.peek() else {
+        return;
+    };
+    if !usable(first.py()) {
+        return;
+    }
+    for list in lists {
+        // SAFETY: a live exact list, whose struct holds `ob_item` at this
+        // offset on the admitted versions.
+        let items = unsafe {
+            std::ptr::read(
+                list.as_ptr()
+                    .cast::<u8>()
+                    .add(OB_ITEM)
+                    .cast::<*const ffi::PyObject>(),
+            )
+        };
+        prefetch(items);
+    }
+}
+
+/// Starts loading the items of `lists` (their arrays loaded or in flight):
+/// each item's header and instance-dict pointer.
+pub(crate) fn items<'a, 'py: 'a>(lists: impl IntoIterator<Item = &'a Bound<'py, PyList>>) {
+    for list in lists {
+        for i in 0..list.len() {
+            // SAFETY: `i` is below the length of a live list (no Python
+            // code runs here); the item is borrowed and only its address
+            // used.
+            object(unsafe { ffi::PyList_GetItem(list.as_ptr(), i as ffi::Py_ssize_t) });
+        }
+    }
+}
