@@ -446,22 +446,7 @@ impl<'py> Extractor<'py> {
                 views[i].author = self.interner.optional(&author, "author")?;
                 let usage = field(dict, intern!(py, "usage_metadata"), "usage_metadata")?;
                 if !usage.is_none() {
-                    let usage = model_dict(&usage, &t.usage, "usage_metadata")?;
-                    let count = field(
-                        &usage,
-                        intern!(py, "prompt_token_count"),
-                        "prompt_token_count",
-                    )?;
-                    if !count.is_none() {
-                        let count = count
-                            .cast_exact::<PyInt>()
-                            .map_err(|_| Outcome::Decline("prompt_token_count"))?;
-                        views[i].prompt_tokens = Some(
-                            count
-                                .extract::<i64>()
-                                .map_err(|_| Outcome::Decline("prompt_token_count"))?,
-                        );
-                    }
+                    s.usages.push((i, usage));
                 }
             }
             if need.compaction || need.rewind || need.window || need.pairing {
@@ -476,6 +461,32 @@ impl<'py> Extractor<'py> {
                 let content = field(dict, intern!(py, "content"), "content")?;
                 if !content.is_none() {
                     s.contents.push((i, content));
+                }
+            }
+        }
+        // Stage 2b: prompt token counts.
+        if !s.usages.is_empty() {
+            prefetch::instance_dicts(s.usages.iter().map(|(_, u)| u));
+            for (i, usage) in s.usages.drain(..) {
+                s.inner_dicts
+                    .push((i, model_dict(&usage, &t.usage, "usage_metadata")?));
+            }
+            prefetch::tables(s.inner_dicts.iter().map(|(_, d)| d));
+            for (i, usage) in s.inner_dicts.drain(..) {
+                let count = field(
+                    &usage,
+                    intern!(py, "prompt_token_count"),
+                    "prompt_token_count",
+                )?;
+                if !count.is_none() {
+                    let count = count
+                        .cast_exact::<PyInt>()
+                        .map_err(|_| Outcome::Decline("prompt_token_count"))?;
+                    views[i].prompt_tokens = Some(
+                        count
+                            .extract::<i64>()
+                            .map_err(|_| Outcome::Decline("prompt_token_count"))?,
+                    );
                 }
             }
         }
@@ -659,6 +670,8 @@ struct Scratch<'py> {
     parts: Vec<(usize, Bound<'py, PyAny>, Bound<'py, PyAny>)>,
     /// Synthetic HITL call ids of the event being read.
     hitl: Vec<Sym>,
+    /// `(event in chunk, usage_metadata)`.
+    usages: Vec<(usize, Bound<'py, PyAny>)>,
     /// `(event in chunk, content.parts)`.
     lists: Vec<(usize, Bound<'py, PyList>)>,
     /// The fields a stage reads, to prefetch.
@@ -675,6 +688,7 @@ impl Scratch<'_> {
         self.hitl.clear();
         self.keys.clear();
         self.lists.clear();
+        self.usages.clear();
     }
 }
 

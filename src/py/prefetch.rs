@@ -11,15 +11,16 @@
 //! misses overlap.
 //!
 //! Finding where the next level lives without a reference taken or a
-//! lookup made reads two `PyObject` internals that the limited API this
-//! module is built against does not name: the managed instance-dict
-//! pointer three words before an object (CPython 3.11 and 3.12, types with
-//! `Py_TPFLAGS_MANAGED_DICT`, which pydantic models are) and a dict's key
-//! table pointer. Those reads only choose what to *prefetch*: whatever they
+//! lookup made reads internals that the limited API this module is built
+//! against does not name: the managed instance-dict pointer three words
+//! before an object (CPython 3.11 and 3.12, types with
+//! `Py_TPFLAGS_MANAGED_DICT`, which pydantic models are), a dict's size and
+//! key table pointer, and a list's item array pointer. Those reads only choose what to *prefetch*: whatever they
 //! return, every value is then read through the API as before. They are
 //! made only on an interpreter where [`usable`] proved the layout (CPython,
-//! a GIL build, 3.11 or 3.12, and a probe object whose managed dict is
-//! found where expected); elsewhere the hints are simply not given.
+//! a GIL build, 3.11 or 3.12, and probes: an object whose managed dict is
+//! found where expected, a dict's size and a list's item array where they
+//! are read); elsewhere the hints are simply not given.
 //! `ADK_FASTCOMPACT_PREFETCH=false` in the environment turns them off too.
 
 use pyo3::ffi;
@@ -139,7 +140,26 @@ fn self_test(py: Python<'_>) -> PyResult<bool> {
     // SAFETY: CPython 3.11 / 3.12 (GIL builds) put two words before the GC
     // header of an object of a managed-dict type; the read is inside that.
     let found = unsafe { instance_dict_ptr(probe.as_ptr()) };
-    Ok(found == dict.as_ptr())
+    // A dict's size and a list's item array where they are read.
+    let sized = PyDict::new(py);
+    sized.set_item("a", 1)?;
+    sized.set_item("b", 2)?;
+    let list = PyList::new(py, [&dict])?;
+    // SAFETY: a live dict and a live list, whose structs on these versions
+    // are longer than the offsets read; the item array holds one pointer.
+    let (used, item) = unsafe {
+        let items = std::ptr::read(
+            list.as_ptr()
+                .cast::<u8>()
+                .add(OB_ITEM)
+                .cast::<*const *mut ffi::PyObject>(),
+        );
+        (
+            std::ptr::read(sized.as_ptr().cast::<u8>().add(MA_USED).cast::<isize>()),
+            std::ptr::read(items),
+        )
+    };
+    Ok(found == dict.as_ptr() && used == 2 && item == dict.as_ptr())
 }
 
 /// Whether `obj`'s type keeps a managed instance dict.
