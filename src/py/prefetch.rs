@@ -99,31 +99,22 @@ pub(crate) fn enabled(py: Python<'_>) -> bool {
     usable(py)
 }
 
+/// `items` where the layout reads are proved, else nothing.
+fn when_usable<'a, 'py: 'a, T: 'a>(
+    items: impl IntoIterator<Item = &'a Bound<'py, T>>,
+) -> impl Iterator<Item = &'a Bound<'py, T>> {
+    let mut items = items.into_iter().peekable();
+    let on = items.peek().is_some_and(|first| usable(first.py()));
+    items.take_while(move |_| on)
+}
+
 /// Whether the layout reads are proved on this interpreter.
 fn usable(py: Python<'_>) -> bool {
     *USABLE.get_or_init(py, || self_test(py).unwrap_or(false))
 }
 
 fn self_test(py: Python<'_>) -> PyResult<bool> {
-    if std::env::var("ADK_FASTCOMPACT_PREFETCH")
-        .is_ok_and(|v| matches!(v.trim(), "0" | "false" | "False"))
-    {
-        return Ok(false);
-    }
-    let sys = py.import("sys")?;
-    let cpython = sys
-        .getattr("implementation")?
-        .getattr("name")?
-        .extract::<String>()?
-        == "cpython";
-    let version = sys.getattr("version_info")?;
-    let major: u32 = version.get_item(0)?.extract()?;
-    let minor: u32 = version.get_item(1)?.extract()?;
-    let free_threaded = py
-        .import("sysconfig")?
-        .call_method1("get_config_var", ("Py_GIL_DISABLED",))?
-        .is_truthy()?;
-    if !cpython || free_threaded || major != 3 || !(11..=12).contains(&minor) {
+    if !super::version_tag::admitted(py, "ADK_FASTCOMPACT_PREFETCH", 11..=12)? {
         return Ok(false);
     }
     // A class with a managed dict, an instance, and its dict made real.
@@ -188,14 +179,7 @@ unsafe fn instance_dict_ptr(obj: *mut ffi::PyObject) -> *mut ffi::PyObject {
 /// Starts loading the instance dicts of `objs` (each header already
 /// loaded or in flight; nothing is hinted for an object of another type).
 pub(crate) fn instance_dicts<'a, 'py: 'a>(objs: impl IntoIterator<Item = &'a Bound<'py, PyAny>>) {
-    let mut objs = objs.into_iter().peekable();
-    let Some(first) = objs.peek() else {
-        return;
-    };
-    if !usable(first.py()) {
-        return;
-    }
-    for obj in objs {
+    for obj in when_usable(objs) {
         if managed(obj) {
             // SAFETY: a live managed-dict object, layout proved.
             prefetch(unsafe { instance_dict_ptr(obj.as_ptr()) });
@@ -206,14 +190,7 @@ pub(crate) fn instance_dicts<'a, 'py: 'a>(objs: impl IntoIterator<Item = &'a Bou
 /// Starts loading the key tables of `dicts` (exact dicts, each already
 /// loaded or in flight): the header, the indices and the entries.
 pub(crate) fn tables<'a, 'py: 'a>(dicts: impl IntoIterator<Item = &'a Bound<'py, PyDict>>) {
-    let mut dicts = dicts.into_iter().peekable();
-    let Some(first) = dicts.peek() else {
-        return;
-    };
-    if !usable(first.py()) {
-        return;
-    }
-    for dict in dicts {
+    for dict in when_usable(dicts) {
         let d = dict.as_ptr().cast::<u8>();
         // SAFETY: a live exact dict, whose struct holds `ma_used` and
         // `ma_keys` at these offsets on the admitted versions.
@@ -240,7 +217,7 @@ pub(crate) fn values<'a, 'py: 'a>(
     dicts: impl IntoIterator<Item = &'a Bound<'py, PyDict>>,
     keys: &[&Bound<'py, PyString>],
 ) {
-    for dict in dicts {
+    for dict in when_usable(dicts) {
         for key in keys {
             // SAFETY: a live dict and a live exact `str` key (hashing it
             // runs no Python code); the result is borrowed and only its
@@ -260,14 +237,7 @@ pub(crate) fn values<'a, 'py: 'a>(
 /// Starts loading the item arrays of `lists` (each header loaded or in
 /// flight).
 pub(crate) fn arrays<'a, 'py: 'a>(lists: impl IntoIterator<Item = &'a Bound<'py, PyList>>) {
-    let mut lists = lists.into_iter().peekable();
-    let Some(first) = lists.peek() else {
-        return;
-    };
-    if !usable(first.py()) {
-        return;
-    }
-    for list in lists {
+    for list in when_usable(lists) {
         // SAFETY: a live exact list, whose struct holds `ob_item` at this
         // offset on the admitted versions.
         let items = unsafe {
@@ -285,7 +255,7 @@ pub(crate) fn arrays<'a, 'py: 'a>(lists: impl IntoIterator<Item = &'a Bound<'py,
 /// Starts loading the items of `lists` (their arrays loaded or in flight):
 /// each item's header and instance-dict pointer.
 pub(crate) fn items<'a, 'py: 'a>(lists: impl IntoIterator<Item = &'a Bound<'py, PyList>>) {
-    for list in lists {
+    for list in when_usable(lists) {
         for i in 0..list.len() {
             // SAFETY: `i` is below the length of a live list (no Python
             // code runs here); the item is borrowed and only its address

@@ -49,8 +49,15 @@ fn usable(py: Python<'_>) -> bool {
 /// The environment variable that turns tags off (`false` or `0`).
 const SWITCH: &str = "ADK_FASTCOMPACT_DICT_TAGS";
 
-fn self_test(py: Python<'_>) -> PyResult<bool> {
-    if std::env::var(SWITCH).is_ok_and(|v| matches!(v.trim(), "0" | "false" | "False")) {
+/// Whether reading CPython internals may be tried here: the environment
+/// variable `switch` is not `false` / `0`, and the interpreter is CPython
+/// 3.`minors`, a GIL build (its layout probes come next).
+pub fn admitted(
+    py: Python<'_>,
+    switch: &str,
+    minors: std::ops::RangeInclusive<u32>,
+) -> PyResult<bool> {
+    if std::env::var(switch).is_ok_and(|v| matches!(v.trim(), "0" | "false" | "False")) {
         return Ok(false);
     }
     let sys = py.import("sys")?;
@@ -66,7 +73,11 @@ fn self_test(py: Python<'_>) -> PyResult<bool> {
         .import("sysconfig")?
         .call_method1("get_config_var", ("Py_GIL_DISABLED",))?
         .is_truthy()?;
-    if !cpython || free_threaded || major != 3 || !(10..=13).contains(&minor) {
+    Ok(cpython && !free_threaded && major == 3 && minors.contains(&minor))
+}
+
+fn self_test(py: Python<'_>) -> PyResult<bool> {
+    if !admitted(py, SWITCH, 10..=13)? {
         return Ok(false);
     }
     let probe = pyo3::types::PyDict::new(py);
