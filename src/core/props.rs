@@ -1,7 +1,7 @@
 //! Property tests of the core invariants, each against a direct (quadratic)
 //! restatement of what the function promises.
 
-use super::event::{CompactionView, EventView, Span, Sym};
+use super::event::{CompactionView, EventView, Sym};
 use super::filter::{process_compaction_events, process_extensibly, Coverage, Item};
 use super::ranges::compaction_ranges;
 use super::recover::{recover_compacted_function_calls, Calls, Recovered};
@@ -54,32 +54,12 @@ fn contains(outer: (f64, f64, usize), inner: (f64, f64, usize)) -> bool {
 type CallSpec = (u8, Vec<u32>, Vec<u32>);
 
 fn calls_and_responses(spec: &[CallSpec]) -> (Vec<EventView>, Vec<Sym>) {
-    let mut ids: Vec<Sym> = Vec::new();
-    let events = spec
+    let spec: Vec<(u64, f64, &[Sym], &[Sym])> = spec
         .iter()
         .enumerate()
-        .map(|(i, (t, calls, resps))| {
-            let c = Span {
-                start: ids.len() as u32,
-                len: calls.len() as u32,
-            };
-            ids.extend(calls);
-            let r = Span {
-                start: ids.len() as u32,
-                len: resps.len() as u32,
-            };
-            ids.extend(resps);
-            EventView {
-                ident: i as u64,
-                timestamp: f64::from(*t),
-                calls: c,
-                responses: r,
-                has_responses: !resps.is_empty(),
-                ..Default::default()
-            }
-        })
+        .map(|(i, (t, calls, resps))| (i as u64, f64::from(*t), &calls[..], &resps[..]))
         .collect();
-    (events, ids)
+    crate::core::recover::tests::build(&spec)
 }
 
 proptest! {

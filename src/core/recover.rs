@@ -215,12 +215,13 @@ fn recover_missing(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::core::event::Span;
 
-    /// Builds views with calls/responses from (ident, ts, calls, responses).
-    fn build(spec: &[(u64, f64, &[Sym], &[Sym])]) -> (Vec<EventView>, Vec<Sym>) {
+    /// Builds views with calls/responses from (ident, ts, calls, responses)
+    /// (also the property tests' builder).
+    pub(crate) fn build(spec: &[(u64, f64, &[Sym], &[Sym])]) -> (Vec<EventView>, Vec<Sym>) {
         let mut ids = Vec::new();
         let mut views = Vec::new();
         for &(ident, ts, calls, responses) in spec {
