@@ -385,28 +385,28 @@ impl<'py> Extractor<'py> {
         prefetch::tables(&s.dicts);
         s.keys.clear();
         if need.timestamp {
-            s.keys.push(intern!(py, "timestamp").clone());
+            s.keys.push(intern!(py, "timestamp"));
         }
         if need.pairing {
-            s.keys.push(intern!(py, "long_running_tool_ids").clone());
+            s.keys.push(intern!(py, "long_running_tool_ids"));
         }
         if need.invocation {
-            s.keys.push(intern!(py, "invocation_id").clone());
+            s.keys.push(intern!(py, "invocation_id"));
         }
         if need.window {
-            s.keys.push(intern!(py, "isolation_scope").clone());
+            s.keys.push(intern!(py, "isolation_scope"));
         }
         if need.usage {
-            s.keys.push(intern!(py, "author").clone());
-            s.keys.push(intern!(py, "usage_metadata").clone());
+            s.keys.push(intern!(py, "author"));
+            s.keys.push(intern!(py, "usage_metadata"));
         }
         if need.compaction || need.rewind || need.window || need.pairing {
-            s.keys.push(intern!(py, "actions").clone());
+            s.keys.push(intern!(py, "actions"));
         }
         if need.parts {
-            s.keys.push(intern!(py, "content").clone());
+            s.keys.push(intern!(py, "content"));
         }
-        prefetch::values(&s.dicts, &s.keys.iter().collect::<Vec<_>>());
+        prefetch::values(&s.dicts, &s.keys);
         // Stage 2: top-level fields.
         for (i, dict) in s.dicts.iter().enumerate() {
             if need.timestamp {
@@ -675,7 +675,7 @@ struct Scratch<'py> {
     /// `(event in chunk, content.parts)`.
     lists: Vec<(usize, Bound<'py, PyList>)>,
     /// The fields a stage reads, to prefetch.
-    keys: Vec<Bound<'py, PyString>>,
+    keys: Vec<&'py Bound<'py, PyString>>,
 }
 
 impl Scratch<'_> {
