@@ -328,11 +328,13 @@ impl<'py> Extractor<'py> {
     /// all `actions`, then their dicts, ...) instead of event by event. The
     /// reads are pointer chases through objects that are usually not in
     /// cache (a session freshly loaded by `get_session`); within one stage
-    /// the chases of different events are independent, so the CPU overlaps
-    /// their cache misses, where an event-by-event loop waits for each.
+    /// the chases of different events are independent, and before a stage
+    /// the loads it makes are started for the whole chunk (see
+    /// `prefetch`), so their cache misses overlap, where an event-by-event
+    /// loop waits for each.
     pub fn batch(&mut self, list: &Bound<'py, PyList>, need: Need) -> Extracted<Batch<'py>> {
-        // Taking the references touches each object header in a tight loop,
-        // which also overlaps those misses.
+        // Taking the references touches each object header; their loads are
+        // started some items ahead.
         let objects: Vec<Bound<'py, PyAny>> = super::prefetch::list_items(list);
         let views = self.views(&objects, need)?;
         Ok(Batch { objects, views })
