@@ -316,10 +316,12 @@ def test_a_session_copy_inherits_the_last_rewinds_result() -> None:
         fc.uninstall()
 
 
-def test_summaries_of_a_session_copy_share_the_copys_objects() -> None:
-    # A copy's summaries are built in Rust (default id provider) from what
-    # the deep copy's memo names: equal to google-adk's but for the drawn
-    # id, holding the copy's own actions and compacted content.
+def test_session_copies_get_the_summaries_of_the_stored_originals() -> None:
+    # A summary is built once per compaction event: the compaction events of
+    # a session copy (deep copies of the stored originals, bound at copy
+    # time) get the originals' summaries, equal to google-adk's summaries of
+    # the copy but for the drawn id, and holding the originals' actions and
+    # compacted content (google-adk's hold the copy's, equal to them).
     from google.adk.sessions.session import Session
 
     stored = Session(id="s", app_name="a", user_id="u", events=session(seed=11, n=400))
@@ -327,19 +329,70 @@ def test_summaries_of_a_session_copy_share_the_copys_objects() -> None:
     try:
         bind(stored.events)
         fc.process_compaction_events(stored.events, "root")
-        for _ in range(2):
+        handed: list[Event] | None = None
+        for k in range(3):
             copied = copy.deepcopy(stored)
+            before = _native.index_stats()
             ours = fc.process_compaction_events(copied.events, "root")
             orig = ORIG_PROCESS(copied.events, "root")
             assert len(ours) == len(orig)
-            summaries = 0
+            summaries = []
             for a, b in zip(ours, orig, strict=True):
                 if any(a is x for x in copied.events):
                     assert a is b
                 else:
-                    assert_equal_but_id(a, b)
-                    summaries += 1
+                    assert_equal_but_id(a, b, shared=False)
+                    assert any(a.actions is e.actions for e in stored.events)
+                    summaries.append(a)
             assert summaries
+            if k:
+                assert delta(before, "summaries_built") == 0
+            if handed is not None:
+                assert all(a is b for a, b in zip(summaries, handed, strict=True))
+            handed = summaries
+        # The stored list gets them too, sharing its own objects, as
+        # google-adk's summaries of it do.
+        ours = fc.process_compaction_events(stored.events, "root")
+        orig = ORIG_PROCESS(stored.events, "root")
+        assert handed == [a for a in ours if not any(a is x for x in stored.events)]
+        for a, b in zip(ours, orig, strict=True):
+            if not any(a is x for x in stored.events):
+                assert_equal_but_id(a, b)
+    finally:
+        fc.uninstall()
+
+
+def test_a_stored_original_replaced_gets_a_new_summary() -> None:
+    # The summary of a stored original is handed out while the slot holds
+    # that original with the same values: when the service replaces the
+    # stored compaction event by one with the same id and another summary,
+    # the copies made after get a summary of the new one.
+    from google.adk.sessions.session import Session
+
+    stored = Session(id="s", app_name="a", user_id="u", events=session(seed=11, n=400))
+    fc.install()
+    try:
+        bind(stored.events)
+        for _ in range(2):
+            fc.process_compaction_events(copy.deepcopy(stored).events, "root")
+        i = next(k for k, e in enumerate(stored.events) if e.actions.compaction)
+        edited = stored.events[i].model_copy(deep=True)
+        compaction = edited.actions.compaction
+        assert compaction is not None
+        compaction.compacted_content = types.Content(
+            role="model", parts=[types.Part(text="another summary")]
+        )
+        stored.events[i] = edited
+        copied = copy.deepcopy(stored)
+        ours = fc.process_compaction_events(copied.events, "root")
+        orig = ORIG_PROCESS(copied.events, "root")
+        assert any("another summary" in str(e.content) for e in orig)
+        assert len(ours) == len(orig)
+        for a, b in zip(ours, orig, strict=True):
+            if any(a is x for x in copied.events):
+                assert a is b
+            else:
+                assert_equal_but_id(a, b, shared=False)
     finally:
         fc.uninstall()
 
@@ -852,7 +905,7 @@ def test_filtering_is_answered_from_the_last_call_on_the_list_extended() -> None
 def test_a_session_copy_inherits_the_last_filtering_result() -> None:
     # As with rewinds: the invocation's first filtering call on its copy is
     # answered from the last result, and its summaries are those of the
-    # copy (equal to google-adk's but the id).
+    # stored originals (equal to google-adk's but the id).
     from google.adk.sessions.session import Session
 
     stored = Session(id="s", app_name="a", user_id="u", events=session(seed=9, n=300))
@@ -871,8 +924,7 @@ def test_a_session_copy_inherits_the_last_filtering_result() -> None:
                 if any(a is x for x in copied.events):
                     assert a is b
                 else:
-                    assert_equal_but_id(a, b)
-                    assert a.actions is b.actions and a.content is b.content
+                    assert_equal_but_id(a, b, shared=False)
     finally:
         fc.uninstall()
 

@@ -74,7 +74,7 @@ def index_clear() -> None:
     read is trusted to keep what it showed while it lives.
     """
 
-def index_copied(old: object, new: object, session: object, memo: object = None) -> None:
+def index_copied(old: object, new: object, session: object) -> None:
     """Binds the deep copies in `new` to the index slots of the events in `old`.
 
     Called by the patched `Session.__deepcopy__` after copying a session's
@@ -86,10 +86,6 @@ def index_copied(old: object, new: object, session: object, memo: object = None)
       new: Their copies, in the same order.
       session: The session copy holding `new`: the copies are held (and
         recognised by address) until it dies.
-      memo: The deep copy's memo (`id` of each copied object to its copy):
-        the copies of the compaction events' `actions` and compacted
-        content are taken from it for their summaries, instead of reading
-        the copies.
     """
 
 def index_configure(*, enabled: bool | None = None, max_sessions: int | None = None) -> None:

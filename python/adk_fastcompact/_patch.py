@@ -162,9 +162,8 @@ def _hook_session_copies() -> None:
     index reads every event of the copy again on its first call; with it,
     the copy is bound at copy time, which costs an address-table insertion
     and a reference per event, held until the session copy dies (timed:
-    `index_stats()["copy_seconds"]`). The copy's memo also names the copies
-    of what summaries are built from, so the copy's compaction events are
-    not read for them.
+    `index_stats()["copy_seconds"]`). The copy's compaction events get the
+    summaries of the stored originals (built once per compaction event).
     """
     from google.adk.sessions.session import Session
 
@@ -173,9 +172,7 @@ def _hook_session_copies() -> None:
 
     def __deepcopy__(self: Any, memo: dict[int, Any] | None = None) -> Any:
         copied = inherited(self, memo)
-        _native.index_copied(
-            self.__dict__.get("events"), copied.__dict__.get("events"), copied, memo
-        )
+        _native.index_copied(self.__dict__.get("events"), copied.__dict__.get("events"), copied)
         return copied
 
     Session.__deepcopy__ = __deepcopy__  # type: ignore[method-assign]

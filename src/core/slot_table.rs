@@ -86,6 +86,17 @@ impl SlotTable {
         self.len += 1;
     }
 
+    /// The slots it holds, in bucket order.
+    pub fn slots(&self) -> impl Iterator<Item = Slot> + '_ {
+        self.buckets.iter().copied().filter(|&s| s != EMPTY)
+    }
+
+    /// Removes every entry, keeping the bucket array.
+    pub fn clear(&mut self) {
+        self.buckets.fill(EMPTY);
+        self.len = 0;
+    }
+
     /// Removes the entry of `slot` under `key`; whether there was one.
     pub fn remove(&mut self, key: usize, slot: Slot, key_of: impl Fn(Slot) -> usize) -> bool {
         let Some(mut i) = self.position(key, |s| s == slot && key_of(s) == key) else {

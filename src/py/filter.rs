@@ -83,7 +83,7 @@ fn run<'py>(
         if let Some(&ahead) = order.get(k + AHEAD).filter(|_| reuse) {
             batch.prefetch_summary(ahead);
         }
-        let event = &batch.objects[index];
+        let event = &batch.objects[index].clone();
         let Some(author) = reuse_for else {
             summaries[index] = Some(make_summary.call1((event,))?);
             continue;
@@ -95,23 +95,25 @@ fn run<'py>(
         if builder.is_none() {
             builder = Some(summary::Builder::new(py, order.len())?);
         }
+        // Built from the stored original's values when the event is it or
+        // a deep copy of it (see `index::Origin`), else from the event's.
         let built = match builder.as_mut().and_then(Option::as_mut) {
-            Some(b) => match batch.copy_source(index) {
-                Some(source) => Some(b.build_from(&source, author)?),
-                None => b.build(event, author)?,
+            Some(b) => match batch.primary_values(index)? {
+                Some(values) => Some((b.build_from(&values, author)?, true)),
+                None => b.build(event, author)?.map(|s| (s, false)),
             },
             None => None,
         };
         let summary = match built {
-            Some(summary) => {
+            Some((summary, from_primary)) => {
                 built_bytes = batch
-                    .cache_summary(index, author, &summary, built_bytes)?
+                    .cache_summary(index, author, &summary, built_bytes, from_primary)?
                     .or(built_bytes);
                 summary
             }
             None => {
                 let summary = make_summary.call1((event,))?;
-                batch.cache_summary(index, author, &summary, None)?;
+                batch.cache_summary(index, author, &summary, None, false)?;
                 summary
             }
         };

@@ -200,10 +200,8 @@ impl RewindsMemo {
 /// built from and with: it is handed out again only while all of that is
 /// unchanged.
 struct Summary {
-    /// The compaction event, weakly (a live weak reference at its address
-    /// names it; held strongly, superseded session copies' compaction
-    /// events would die in our next call).
-    source: Py<PyAny>,
+    /// What it was built from (see [`Origin`]).
+    origin: Origin,
     author: Py<PyString>,
     event: Py<PyAny>,
     /// What shows it unchanged since it was handed out (see [`Unchanged`]).
@@ -220,6 +218,32 @@ struct Summary {
     node: Py<PyAny>,
 }
 
+/// What a cached summary was built from, and so for which objects it is
+/// handed out again.
+enum Origin {
+    /// A compaction event object, weakly (a live weak reference at its
+    /// address names it; held strongly, superseded session copies'
+    /// compaction events would die in our next call): for that object.
+    Object(Py<PyAny>),
+    /// The stored original its slot holds strongly (the object a session
+    /// service deep-copies for every invocation), held: the values in
+    /// `Tracked::sources`, which are that original's own (its `actions`
+    /// and compacted content among them). Handed out for the original and
+    /// for every deep copy of it bound to the slot, while the slot holds
+    /// that original with the same values: a copy's summary then equals
+    /// google-adk's in every field, but its `actions` and `content` are the
+    /// original's (equal objects; google-adk's are the copy's).
+    Primary(Py<PyAny>),
+}
+
+impl Origin {
+    fn as_ptr(&self) -> *mut ffi::PyObject {
+        match self {
+            Origin::Object(p) | Origin::Primary(p) => p.as_ptr(),
+        }
+    }
+}
+
 /// The deep copies of one `index_copied` call, held strongly while the
 /// session copy they belong to lives: an address can only be reused after
 /// its object is freed, so while the holder is alive an object at a bound
@@ -231,9 +255,6 @@ struct Summary {
 #[pyclass(frozen)]
 struct CopyHolder {
     objects: Mutex<Vec<Py<PyAny>>>,
-    /// By compaction slot, the copies of the stored original's `actions`
-    /// and compacted `content` (see `Tracked::sources`).
-    parts: Mutex<FastMap<Slot, [Py<PyAny>; 2]>>,
     alive: AtomicBool,
     /// The weak reference to the session copy, kept so the callback runs
     /// (CPython drops its reference to the callback once it ran).
@@ -243,12 +264,7 @@ struct CopyHolder {
 impl CopyHolder {
     fn memory_bytes(&self) -> usize {
         let objects = self.objects.lock().map(|v| v.capacity()).unwrap_or(0);
-        let parts = self
-            .parts
-            .lock()
-            .map(|p| crate::core::index::map_bytes(&p))
-            .unwrap_or(0);
-        std::mem::size_of::<Self>() + objects * std::mem::size_of::<Py<PyAny>>() + parts + 64
+        std::mem::size_of::<Self>() + objects * std::mem::size_of::<Py<PyAny>>() + 64
     }
 }
 
@@ -260,10 +276,6 @@ impl CopyHolder {
             Ok(mut v) => std::mem::take(&mut *v),
             Err(p) => std::mem::take(&mut *p.into_inner()),
         };
-        let parts = match self.parts.lock() {
-            Ok(mut v) => std::mem::take(&mut *v),
-            Err(p) => std::mem::take(&mut *p.into_inner()),
-        };
         // The weak reference has fired: of no further use.
         let session = match self.session.lock() {
             Ok(mut w) => w.take(),
@@ -271,7 +283,6 @@ impl CopyHolder {
         };
         // Released with no lock held: freeing them may run callbacks.
         drop(objects);
-        drop(parts);
         drop(session);
     }
 }
@@ -295,7 +306,7 @@ impl Reaper {
             match REGISTRY.try_lock() {
                 Ok(mut reg) => reg.sessions.get_mut(&self.key).and_then(|t| {
                     match t.summaries.get(&self.slot) {
-                        Some(s) if s.source.as_ptr() == weak.as_ptr() => {
+                        Some(s) if s.origin.as_ptr() == weak.as_ptr() => {
                             t.summaries.remove(&self.slot)
                         }
                         _ => None,
@@ -401,10 +412,24 @@ impl Unchanged {
 }
 
 impl Summary {
-    /// Whether the summary is still as built, for `source` and `author`.
-    fn valid(&self, source: &Bound<'_, PyAny>, author: &Bound<'_, PyString>) -> PyResult<bool> {
-        let py = source.py();
-        if !points_at(&self.source, source.as_ptr())
+    /// Whether the summary is still as built, for the compaction event
+    /// `event` bound to slot `slot` of `t` (see [`Origin`]) and `author`.
+    fn valid(
+        &self,
+        t: &Tracked,
+        slot: Slot,
+        event: &Bound<'_, PyAny>,
+        author: &Bound<'_, PyString>,
+    ) -> PyResult<bool> {
+        let py = event.py();
+        let ours = match &self.origin {
+            Origin::Object(weak) => points_at(weak, event.as_ptr()),
+            Origin::Primary(original) => {
+                t.primary_source(slot).is_some_and(|o| o.is(original))
+                    && t.bound(slot, event.as_ptr())
+            }
+        };
+        if !ours
             || !(self.author.is(author) || self.author.bind(py).to_str()? == author.to_str()?)
         {
             return Ok(false);
@@ -432,7 +457,7 @@ impl Summary {
     fn prefetch(&self) {
         use super::prefetch::prefetch;
         let before = |p: *mut ffi::PyObject| p.cast::<u8>().wrapping_sub(24).cast();
-        prefetch(self.source.as_ptr());
+        prefetch(self.origin.as_ptr());
         for p in [self.event.as_ptr(), self.node.as_ptr()] {
             prefetch(p);
             prefetch(before(p));
@@ -503,8 +528,7 @@ impl Tracked {
     /// holding it strongly (a stored original) or weakly.
     fn bind(&mut self, slot: Slot, obj: &Bound<'_, PyAny>, strong: bool) -> PyResult<()> {
         self.core.rebind(slot, obj.as_ptr() as usize);
-        self.plain.remove(&slot);
-        self.sources.remove(&slot);
+        self.forget_values(slot);
         let k = slot as usize;
         self.primary[k] = Some(if strong {
             obj.clone().unbind()
@@ -513,6 +537,34 @@ impl Tracked {
         });
         self.strong[k] = strong;
         Ok(())
+    }
+
+    /// Forgets what was learned from the values slot `slot` stores, when
+    /// they change or the slot is bound anew: its summaries' call-recovery
+    /// view, the stored original's values and the summary built from them.
+    fn forget_values(&mut self, slot: Slot) {
+        self.plain.remove(&slot);
+        self.sources.remove(&slot);
+        if matches!(
+            self.summaries.get(&slot),
+            Some(Summary {
+                origin: Origin::Primary(_),
+                ..
+            })
+        ) {
+            self.summaries.remove(&slot);
+        }
+    }
+
+    /// The stored original slot `slot` holds strongly, if it holds one
+    /// (summaries built from its values serve its copies too, see
+    /// [`Origin::Primary`]).
+    fn primary_source(&self, slot: Slot) -> Option<&Py<PyAny>> {
+        let k = slot as usize;
+        if !*self.strong.get(k)? {
+            return None;
+        }
+        self.primary[k].as_ref()
     }
 
     /// The call-recovery view of slot `slot`'s cached summary when `ptr` is
@@ -816,34 +868,43 @@ impl<'py> Loaded<'py> {
     }
 
     /// What the summary of the compaction event at `i` of the list takes
-    /// from it, when that is a session copy whose holder has its parts (see
-    /// `Tracked::sources`): nothing of the copy is read.
-    pub fn copy_source(&self, i: usize) -> Option<summary::Source<Bound<'py, PyAny>>> {
-        let (Some((_, t)), Some(&slot)) = (&self.checkout, self.slots.get(i)) else {
-            return None;
+    /// from the stored original its slot holds strongly (see
+    /// [`Origin::Primary`]), when the event is that original or a deep copy
+    /// of it bound to the slot: read from the original once per binding
+    /// (`Tracked::sources`), never from a copy. `None` otherwise, or when
+    /// a value is not of the type validation keeps as is.
+    pub fn primary_values(
+        &mut self,
+        i: usize,
+    ) -> PyResult<Option<summary::Source<Bound<'py, PyAny>>>> {
+        let (Some((_, t)), Some(&slot), Some(obj)) =
+            (&mut self.checkout, self.slots.get(i), self.objects.get(i))
+        else {
+            return Ok(None);
         };
-        let obj = self.objects.get(i)?;
-        let k = slot as usize;
-        if slot == Slot::MAX || t.core.alias(slot) != obj.as_ptr() as usize {
-            return None;
-        }
-        let holder = t.live_holder(*t.alias_holder.get(k)?)?;
-        let [actions, content] = holder
-            .parts
-            .lock()
-            .ok()?
-            .get(&slot)
-            .map(|[a, c]| [a.clone_ref(obj.py()), c.clone_ref(obj.py())])?;
-        let src = t.sources.get(&slot)?;
         let py = obj.py();
-        Some(summary::Source {
+        if slot == Slot::MAX || !t.bound(slot, obj.as_ptr()) {
+            return Ok(None);
+        }
+        let Some(original) = t.primary_source(slot).map(|o| o.bind(py).clone()) else {
+            return Ok(None);
+        };
+        let src = match t.sources.entry(slot) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => match summary::Source::read(&original)?
+            {
+                Some(src) => e.insert(src.unbind()),
+                None => return Ok(None),
+            },
+        };
+        Ok(Some(summary::Source {
             timestamp: src.timestamp.bind(py).clone(),
-            content: content.into_bound(py),
+            content: src.content.bind(py).clone(),
             branch: src.branch.bind(py).clone(),
             scope: src.scope.bind(py).clone(),
             invocation: src.invocation.bind(py).clone(),
-            actions: actions.into_bound(py),
-        })
+            actions: src.actions.bind(py).clone(),
+        }))
     }
 
     /// Starts loading what checking the cached summary of the compaction
@@ -877,7 +938,7 @@ impl<'py> Loaded<'py> {
             return Ok(None);
         };
         match tracked.summaries.get(&slot) {
-            Some(summary) if summary.valid(&self.objects[i], author)? => {
+            Some(summary) if summary.valid(tracked, slot, &self.objects[i], author)? => {
                 registry().counters.summaries_reused += 1;
                 Ok(Some(summary.event.bind(author.py()).clone()))
             }
@@ -898,6 +959,7 @@ impl<'py> Loaded<'py> {
         author: &Bound<'py, PyString>,
         event: &Bound<'py, PyAny>,
         bytes: Option<usize>,
+        from_primary: bool,
     ) -> PyResult<Option<usize>> {
         let (Some((key, tracked)), Some(&slot)) = (&mut self.checkout, self.slots.get(i)) else {
             return Ok(None);
@@ -912,13 +974,19 @@ impl<'py> Loaded<'py> {
             return Ok(None);
         };
         let unchanged = Unchanged::of(&dict, &node_dict);
-        let reaper = Bound::new(
-            event.py(),
-            Reaper {
-                key: key.clone(),
-                slot,
-            },
-        )?;
+        let origin = match tracked.primary_source(slot) {
+            Some(original) if from_primary => Origin::Primary(original.clone_ref(event.py())),
+            _ => {
+                let reaper = Bound::new(
+                    event.py(),
+                    Reaper {
+                        key: key.clone(),
+                        slot,
+                    },
+                )?;
+                Origin::Object(weak_ref_with(&self.objects[i], reaper.as_any())?)
+            }
+        };
         let bytes = match bytes {
             Some(bytes) => bytes,
             None => summary_size(event, unchanged.held())?,
@@ -927,7 +995,7 @@ impl<'py> Loaded<'py> {
             slot,
             Summary {
                 bytes,
-                source: weak_ref_with(&self.objects[i], reaper.as_any())?,
+                origin,
                 author: author.clone().unbind(),
                 event: event.clone().unbind(),
                 unchanged,
@@ -1406,68 +1474,6 @@ fn event_id<'py>(obj: &Bound<'py, PyAny>) -> Extracted<Option<Bound<'py, PyStrin
     Ok(id.and_then(|id| id.cast_into_exact::<PyString>().ok()))
 }
 
-/// For each compaction slot `s` whose stored original (held strongly as
-/// its primary) was just copied: what its summaries take from the original
-/// (read once per binding, `Tracked::sources`; the original is not touched
-/// otherwise), and the copies `memo` names of its `actions` and compacted
-/// `content` (the copy's own, since the copy was made from the original
-/// with this memo), given to `holder` for the summaries of the copy.
-fn copied_parts(
-    t: &mut Tracked,
-    compactions: &[Slot],
-    memo: &Bound<'_, PyDict>,
-    holder: &CopyHolder,
-) -> PyResult<()> {
-    let py = memo.py();
-    let ty = super::extract::types(py)?;
-    let mut parts = FastMap::default();
-    for s in compactions {
-        if !t.sources.contains_key(s) {
-            let Some(o) = t.primary[*s as usize].as_ref().map(|o| o.bind(py).clone()) else {
-                continue;
-            };
-            let Some(src) = summary::Source::read(&o)? else {
-                continue;
-            };
-            t.sources.insert(*s, src.unbind());
-        }
-    }
-    // The memo's keys, then every lookup back to back, then the copies
-    // found: each stage's cache misses (a large, cold dict) overlap.
-    let keys: Vec<(Slot, [Bound<'_, PyAny>; 2])> = compactions
-        .iter()
-        .filter_map(|s| {
-            let src = t.sources.get(s)?;
-            let key = |obj: &Py<PyAny>| (obj.as_ptr() as usize).into_pyobject(py).ok();
-            Some((
-                *s,
-                [key(&src.actions)?.into_any(), key(&src.content)?.into_any()],
-            ))
-        })
-        .collect();
-    let mut found = Vec::with_capacity(keys.len());
-    for (s, [a, c]) in &keys {
-        found.push((*s, memo.get_item(a)?, memo.get_item(c)?));
-    }
-    for (_, a, c) in &found {
-        for copy in [a, c].into_iter().flatten() {
-            super::prefetch::prefetch(copy.as_ptr());
-        }
-    }
-    for (s, actions, content) in found {
-        let (Some(actions), Some(content)) = (actions, content) else {
-            continue;
-        };
-        if actions.get_type().is(&ty.actions) && content.get_type().is(&ty.content) {
-            parts.insert(s, [actions.unbind(), content.unbind()]);
-        }
-    }
-    if let Ok(mut held) = holder.parts.lock() {
-        *held = parts;
-    }
-    Ok(())
-}
-
 /// Moves the last rewinds and recovery results onto a session copy: when
 /// the copies at their positions in `new` (the session's list, which both
 /// took as their source) were just bound (by holder `holder`) to their
@@ -1555,18 +1561,14 @@ fn carry_filtered(t: &mut Tracked, holder: u32) {
 /// copies are held by a [`CopyHolder`] until `session`, the session copy
 /// holding `new`, dies. Sources the index knows by id only are read and
 /// bound (see [`adopt`]); others are left alone, and so is anything but two
-/// lists of one length holding exact `Event`s.
-///
-/// With `memo` (the deep copy's memo: `id` of each copied object to its
-/// copy), the copies of compaction events get what their summaries need
-/// from it (see `Tracked::sources`).
+/// lists of one length holding exact `Event`s. (The copies' summaries are
+/// those of the stored originals, see [`Origin::Primary`]: nothing of a copy
+/// is read for them.)
 #[pyfunction]
-#[pyo3(signature = (old, new, session, memo = None))]
 pub fn index_copied(
     old: &Bound<'_, PyAny>,
     new: &Bound<'_, PyAny>,
     session: &Bound<'_, PyAny>,
-    memo: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<()> {
     let start = std::time::Instant::now();
     let (Ok(old), Ok(new)) = (old.cast_exact::<PyList>(), new.cast_exact::<PyList>()) else {
@@ -1588,7 +1590,6 @@ pub fn index_copied(
         py,
         CopyHolder {
             objects: Mutex::new(Vec::new()),
-            parts: Mutex::new(FastMap::default()),
             alive: AtomicBool::new(true),
             session: Mutex::new(None),
         },
@@ -1611,6 +1612,7 @@ pub fn index_copied(
     let mut adopted = 0;
     let mut changed = 0;
     let mut next = 0;
+    let mut pairs: Vec<(Slot, usize)> = Vec::with_capacity(new.len());
     let mut claimed = vec![false; t.core.len()];
     let mut claim = |s: Slot| !std::mem::replace(&mut claimed[s as usize], true);
     // Sources the index knows by id only: events first seen as copies (a
@@ -1618,8 +1620,6 @@ pub fn index_copied(
     // model call is first read in the next invocation's copy).
     let mut misses: Vec<(Bound<'_, PyAny>, Bound<'_, PyAny>, Slot)> = Vec::new();
     let mut result = Ok(());
-    // Compaction slots whose stored original (the primary) is copied here.
-    let mut compactions: Vec<Slot> = Vec::new();
     // The stored originals are read by address only (the session keeps
     // them, and nothing below runs Python code that could change the
     // lists): they are not touched unless known by id only. Their copies
@@ -1662,23 +1662,20 @@ pub fn index_copied(
             t.primary[k] = Some(o.to_owned().unbind());
             t.strong[k] = true;
         }
-        if primary
-            && memo.is_some()
-            && t.core
-                .view_of_groups(s, 0, group::COMPACTION)
-                .compaction
-                .is_some()
-        {
-            compactions.push(s);
-        }
-        bind_copy(&mut t, s, &n, holder_id, &mut held);
+        pairs.push((s, n.as_ptr() as usize));
+        held.push(n.to_owned().unbind());
         copied += 1;
     }
-    if let (Ok(()), Some(memo)) = (&result, memo.and_then(|m| m.cast_exact::<PyDict>().ok())) {
-        if let Err(err) = copied_parts(&mut t, &compactions, memo, holder.get()) {
-            result = Err(err);
-        }
+    // Bound at once: see `EventIndex::bind_aliases`.
+    if t.alias_holder.len() < t.core.len() {
+        t.alias_holder.resize(t.core.len(), 0);
     }
+    for &(s, _) in &pairs {
+        t.alias_holder[s as usize] = holder_id;
+    }
+    let stale_firsts = (0..t.core.len())
+        .any(|k| t.core.ptr(k as Slot) != 0 && !(t.strong[k] && t.primary[k].is_some()));
+    t.core.bind_aliases(&pairs, stale_firsts);
     if result.is_ok() && !misses.is_empty() {
         match adopt(&mut t, &misses, holder_id, &mut held) {
             Ok(c) => {
@@ -2054,8 +2051,7 @@ fn resolve<'py>(
                     .merge(slot, &view, groups, &scratch)
                     .map_err(storable)?
                 {
-                    t.plain.remove(&slot);
-                    t.sources.remove(&slot);
+                    t.forget_values(slot);
                     t.generation += 1;
                     counts.changed += 1;
                 }
