@@ -1234,9 +1234,18 @@ pub fn filter_again<'py>(
     ex.interner.begin_call();
     ex.ids = t.core.take_arena();
     registry().counters.filters_reused += 1;
+    // Only the items the result names are taken (raw events handed back,
+    // compaction events whose summaries are handed out): the others, most
+    // of a compacted session, stay untouched, `None` in their place. No
+    // Python code ran since `prefix_holds` compared them, so the list still
+    // holds what it compared.
+    let mut needed = vec![false; list.len()];
+    for &(Item::Raw(i) | Item::Summary(i)) in &items {
+        needed[i] = true;
+    }
     Ok(Some((
         Loaded {
-            objects: super::prefetch::list_items(list),
+            objects: super::prefetch::list_items_where(list, &needed),
             views: Views::default(),
             ex,
             slots,

@@ -96,6 +96,35 @@ pub(crate) fn list_items<'py>(list: &Bound<'py, PyList>) -> Vec<Bound<'py, PyAny
     out
 }
 
+/// The items of `list` where `wanted` says so, each a new reference (their
+/// loads started some wanted items ahead), and `None` elsewhere.
+pub(crate) fn list_items_where<'py>(
+    list: &Bound<'py, PyList>,
+    wanted: &[bool],
+) -> Vec<Bound<'py, PyAny>> {
+    const AHEAD: usize = 16;
+    let py = list.py();
+    let n = list.len().min(wanted.len());
+    let item = |i: usize| -> *mut ffi::PyObject {
+        // SAFETY: as in `list_items`: a live list, `i` below its length.
+        unsafe { ffi::PyList_GetItem(list.as_ptr(), i as ffi::Py_ssize_t) }
+    };
+    let picked: Vec<usize> = (0..n).filter(|&i| wanted[i]).collect();
+    for &i in picked.iter().take(AHEAD) {
+        object(item(i));
+    }
+    let none = py.None().into_bound(py);
+    let mut out = vec![none; n];
+    for (k, &i) in picked.iter().enumerate() {
+        if let Some(&ahead) = picked.get(k + AHEAD) {
+            object(item(ahead));
+        }
+        // SAFETY: a live item of `list` (see above), borrowed, owned here.
+        out[i] = unsafe { Bound::from_borrowed_ptr(py, item(i)) };
+    }
+    out
+}
+
 /// Whether the loads of cold objects are started ahead on this
 /// interpreter (`index_stats()["prefetch"]`).
 pub(crate) fn enabled(py: Python<'_>) -> bool {
