@@ -255,6 +255,59 @@ def test_concurrent_calls_give_the_serial_results() -> None:
     assert not errors, errors
 
 
+def test_compaction_ranges_are_answered_from_the_last_call_on_the_same_list() -> None:
+    # The same list again, or extended (by plain events, by compactions
+    # that subsume, overlap, tie, have a NaN or no bound or no content), is answered
+    # from the last result and the new events' ranges; an item replaced is
+    # computed again. Every answer is google-adk's.
+    from compare import assert_same_ranges
+
+    events = session(seed=7, n=300)
+    bind(events)
+
+    def check(expect_reused: bool) -> None:
+        before = _native.index_stats()
+        ours = call(fc.get_compaction_ranges, events)
+        assert delta(before, "ranges_reused") == int(expect_reused)
+        orig = call(ORIG_GET_COMPACTION_RANGES, events)
+        assert ours.error is None and orig.error is None
+        assert_same_ranges(ours.value, orig.value)
+
+    def compaction(start: float | None, end: float | None, content: bool = True) -> Event:
+        # Without validation: a store may hold what validation refuses.
+        text = types.Content(role="model", parts=[types.Part(text="s")]) if content else None
+        return Event(
+            author="user",
+            invocation_id=f"inv-c{len(events)}",
+            timestamp=events[-1].timestamp + 1,
+            actions=EventActions(
+                compaction=EventCompaction.model_construct(
+                    start_timestamp=start, end_timestamp=end, compacted_content=text
+                )
+            ),
+        )
+
+    check(False)
+    check(True)
+    first, last = events[0].timestamp, events[-1].timestamp
+    events.append(Event(author="user", invocation_id="inv-new", timestamp=last + 1))
+    check(True)
+    for new in [
+        compaction(first, last),  # subsumes every range so far
+        compaction(first + 1, last + 5),  # overlaps it
+        compaction(first, last),  # ties the first: the later one stays
+        compaction(float("nan"), last),
+        compaction(first, None),
+        compaction(first, last + 9, content=False),
+    ]:
+        events.append(new)
+        check(True)
+    check(True)
+    events[50] = events[50].model_copy(deep=True)
+    check(False)
+    check(True)
+
+
 def test_rewinds_are_answered_from_the_last_call_on_the_same_list() -> None:
     # The same list again, or extended by events that rewind nothing, is
     # answered from the last result; a rewind appended, an item replaced
@@ -834,11 +887,12 @@ def test_view_buffers_are_reused_and_bounded() -> None:
 
 
 def test_filtering_is_answered_from_the_last_call_on_the_list_extended() -> None:
-    # The same list again, or extended by plain events after the last item
-    # and outside every compacted range, is answered from the last result;
-    # a compaction, an event sorting before the last item, one inside a
-    # compacted range, or a replaced item is computed again. Every answer
-    # is google-adk's.
+    # The same list again, or extended, is answered from the last result:
+    # plain events after the last item and outside every compacted range
+    # are appended to it; a compaction, an event sorting before the last
+    # item or one inside a compacted range is merged into it (from the last
+    # result's items and the new events alone). A replaced item is computed
+    # again. Every answer is google-adk's.
     events = session(seed=7, n=300)
     bind(events)
     call(fc.process_compaction_events, list(events), "root")
@@ -861,7 +915,7 @@ def test_filtering_is_answered_from_the_last_call_on_the_list_extended() -> None
     check(True)
     # Sorting before the last item.
     events.append(plain(events[-1].timestamp - 0.5, "inv-early"))
-    check(False)
+    check(True)
     check(True)
     # A compaction appended (covering nothing yet).
     last = events[-1].timestamp
@@ -879,13 +933,30 @@ def test_filtering_is_answered_from_the_last_call_on_the_list_extended() -> None
             ),
         )
     )
-    check(False)
+    check(True)
     check(True)
     # At the end of that range: after every item (a tie with the summary,
     # the last item), and covered.
     events.append(plain(last + 0.5, "inv-covered"))
-    check(False)
     check(True)
+    check(True)
+    # A compaction covering most of the session, and one inside it.
+    for start, end in [(events[10].timestamp, last + 0.5), (events[20].timestamp, last)]:
+        events.append(
+            Event(
+                author="user",
+                invocation_id=f"inv-compaction-{start}",
+                timestamp=events[-1].timestamp + 1,
+                actions=EventActions(
+                    compaction=EventCompaction(
+                        start_timestamp=start,
+                        end_timestamp=end,
+                        compacted_content=types.Content(role="model", parts=[types.Part(text="s")]),
+                    )
+                ),
+            )
+        )
+        check(True)
     # An item replaced by an equal object (same id): read again.
     events[50] = events[50].model_copy(deep=True)
     check(False)
@@ -927,6 +998,44 @@ def test_a_session_copy_inherits_the_last_filtering_result() -> None:
                     assert_equal_but_id(a, b, shared=False)
     finally:
         fc.uninstall()
+
+
+def test_a_recovery_that_reinjects_is_answered_again_on_the_same_lists() -> None:
+    # A recovery that re-injected call events is answered from its result
+    # when called on the very same lists (here with google-adk's own
+    # summaries in the filtered list, which the memo holds); another object
+    # in either list is computed again. Every answer is google-adk's.
+    events = _sessions.build_session(2000)
+    bind(events)
+    processed = ORIG_PROCESS(events, "root")
+    orig = ORIG_RECOVER(processed, events)
+    assert len(orig) > len(processed)  # it re-injects
+
+    def check(expect_reused: bool, filtered_list: list[Event]) -> None:
+        before = _native.index_stats()
+        ours = call(fc.recover_compacted_function_calls, filtered_list, events)
+        assert delta(before, "recoveries_reused") == int(expect_reused)
+        assert_same_events(
+            ours.value,
+            ORIG_RECOVER(filtered_list, events),
+            [filtered_list, events],
+            returned_input=filtered_list,
+        )
+
+    check(False, processed)
+    check(True, processed)
+    check(True, processed)
+    # Another list with the same objects is the same call.
+    check(True, list(processed))
+    # A summary replaced by an equal one: computed again.
+    k = next(i for i, e in enumerate(processed) if not any(e is x for x in events))
+    other = list(processed)
+    other[k] = processed[k].model_copy()
+    check(False, other)
+    check(True, other)
+    # A source item replaced by an equal object: computed again.
+    events[5] = events[5].model_copy(deep=True)
+    check(False, other)
 
 
 def test_recovery_is_answered_from_the_last_call_on_both_lists_extended() -> None:
@@ -989,12 +1098,12 @@ def test_recovery_is_answered_from_the_last_call_on_both_lists_extended() -> Non
     filtered_list = [*filtered_list, kept]
     check(True, filtered_list)
     # A response whose call event the filtered list lacks: re-injected,
-    # computed in full (and not remembered: it re-injected).
+    # computed in full; the same lists again are answered from that result.
     late = tool_response("c-2", ts + 5)
     events.append(late)
     filtered_list = [*filtered_list, late]
     check(False, filtered_list)
-    check(False, filtered_list)
+    check(True, filtered_list)
     # Dropped from the filtered list: computed in full, then remembered.
     filtered_list = filtered_list[:-1]
     check(False, filtered_list)

@@ -114,11 +114,14 @@ def index_stats() -> dict[str, object]:
       (calls that went without the index), `evictions`,
       `summaries_reused`, `summaries_built`, `rewinds_reused` (rewinds
       answered from the last one on the same list, or on it extended by
-      events that rewind nothing), `filters_reused` (prompt filtering
-      answered from the last one on the same list, or on it extended by
-      plain events after its last item and outside every compacted range),
+      events that rewind nothing), `ranges_reused` (compaction ranges
+      likewise, the new events' ranges added), `filters_reused` (prompt
+      filtering answered from the last one on the same list, or on it
+      extended: plain events after its last item and outside every
+      compacted range are appended, anything else is merged into it),
       `recoveries_reused` (call recovery answered from the last one that
-      re-injected nothing, on both lists again or extended at their ends).
+      re-injected nothing, on both lists again or extended at their ends,
+      or from the last one that re-injected, on the very same lists).
     """
 
 def apply_rewinds(events: object) -> list[Event] | None:

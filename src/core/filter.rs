@@ -3,7 +3,7 @@
 
 use super::error::CoreError;
 use super::event::EventView;
-use super::ranges::{cmp_f64, compaction_ranges};
+use super::ranges::{cmp_f64, compaction_ranges, survivors, CompactionRange};
 
 /// One element of the filtered history.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,6 +136,74 @@ impl Extension {
         self.last = last;
         true
     }
+}
+
+/// The filtered history of some events followed by `tail` (numbered from
+/// `offset`), from `items`, the history of those events, when
+/// [`Extension::extend`] declines the tail for holding compactions; with
+/// what extending it further needs. `view_of(i)` is the view of event `i`
+/// of `items` (its timestamp and compaction are read, of the raw events and
+/// the summaries' compaction events only).
+///
+/// Adding ranges only drops ranges (see [`survivors`]: the survivors are
+/// those of the old survivors and the tail's ranges) into ranges that
+/// still cover them, so the union of the ranges only grows: the raw events
+/// are the old raw items and the tail's events that the new union leaves
+/// uncovered. `None` when a sort key would be NaN (the full computation
+/// then fails as it does) or `items` names a summary of an event without
+/// bounds.
+pub fn extend_with_compactions(
+    items: &[Item],
+    view_of: impl Fn(usize) -> EventView,
+    tail: &[EventView],
+    offset: usize,
+) -> Option<(Vec<Item>, Extension)> {
+    let mut ranges = Vec::new();
+    let mut raw = Vec::new();
+    for &item in items {
+        match item {
+            Item::Summary(index) => {
+                let (start, end) = view_of(index).compaction.and_then(|c| c.bounds())?;
+                ranges.push(CompactionRange { index, start, end });
+            }
+            Item::Raw(i) => raw.push((view_of(i).timestamp, i)),
+        }
+    }
+    ranges.sort_unstable_by_key(|r| r.index);
+    for (k, e) in tail.iter().enumerate() {
+        if let Some((start, end)) = e.compaction.and_then(|c| c.bounds()) {
+            let index = offset + k;
+            ranges.push(CompactionRange { index, start, end });
+        }
+    }
+    let ranges = survivors(ranges);
+    let coverage = Coverage::new(ranges.iter().map(|r| (r.start, r.end)));
+    let mut keyed: Vec<(f64, usize, Item)> = Vec::with_capacity(ranges.len() + raw.len());
+    for r in &ranges {
+        keyed.push((r.end, r.index, Item::Summary(r.index)));
+    }
+    let tail_raw = tail
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.compaction.is_none())
+        .map(|(k, e)| (e.timestamp, offset + k));
+    for (ts, i) in raw.into_iter().chain(tail_raw) {
+        if !coverage.covers(ts) {
+            keyed.push((ts, i, Item::Raw(i)));
+        }
+    }
+    if keyed.iter().any(|(key, _, _)| key.is_nan()) {
+        return None;
+    }
+    keyed.sort_unstable_by(|a, b| cmp_f64(a.0, b.0).then(a.1.cmp(&b.1)));
+    let extension = Extension {
+        coverage,
+        last: keyed.last().map_or(f64::NEG_INFINITY, |&(key, _, _)| key),
+    };
+    Some((
+        keyed.into_iter().map(|(_, _, item)| item).collect(),
+        extension,
+    ))
 }
 
 /// Indices of the compaction events whose summaries the filtered history

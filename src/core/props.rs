@@ -2,8 +2,10 @@
 //! restatement of what the function promises.
 
 use super::event::{CompactionView, EventView, Sym};
-use super::filter::{process_compaction_events, process_extensibly, Coverage, Item};
-use super::ranges::compaction_ranges;
+use super::filter::{
+    extend_with_compactions, process_compaction_events, process_extensibly, Coverage, Item,
+};
+use super::ranges::{compaction_ranges, survivors};
 use super::recover::{recover_compacted_function_calls, Calls, Recovered};
 use super::rewind::apply_rewinds;
 use proptest::prelude::*;
@@ -178,6 +180,74 @@ proptest! {
             let (_, again) = process_extensibly(&all).unwrap();
             prop_assert_eq!(again.last_key().to_bits(), ext.last_key().to_bits());
         }
+    }
+
+    /// What the index's filtering memo relies on when a tail holds
+    /// compactions (or anything `Extension::extend` declines): the result
+    /// it computes from the last result and the tail is the filtering of
+    /// the extended list, and so is the next extension of it; it declines
+    /// only where that filtering fails (a NaN sort key).
+    #[test]
+    fn filtering_of_a_list_extended_by_compactions_is_computed_from_the_result(
+        events in prop::collection::vec(event(), 0..40),
+        tail in prop::collection::vec(event(), 0..8),
+        more in prop::collection::vec(event(), 0..8),
+    ) {
+        let Ok((before, _)) = process_extensibly(&events) else {
+            return Ok(());
+        };
+        let mut all = events.clone();
+        all.extend_from_slice(&tail);
+        let view_of = |all: &[EventView]| {
+            let all = all.to_vec();
+            move |i: usize| all[i]
+        };
+        let extended = extend_with_compactions(&before, view_of(&events), &tail, events.len());
+        let full = process_extensibly(&all);
+        prop_assert_eq!(extended.is_some(), full.is_ok());
+        let (Some((items, mut ext)), Ok((expected, _))) = (extended, full) else {
+            return Ok(());
+        };
+        prop_assert_eq!(&items, &expected);
+        let n = all.len();
+        all.extend_from_slice(&more);
+        let next = if ext.extend(&more) {
+            let mut next = items.clone();
+            next.extend((n..all.len()).map(Item::Raw));
+            Some(next)
+        } else {
+            extend_with_compactions(&items, view_of(&all), &more, n).map(|(next, _)| next)
+        };
+        prop_assert_eq!(next, process_compaction_events(&all).ok());
+    }
+
+    /// What the index's compaction-ranges memo relies on: the survivors of
+    /// a list extended are those of the list's survivors and the new
+    /// events' ranges.
+    #[test]
+    fn ranges_of_an_extended_list_come_from_the_last_survivors(
+        events in prop::collection::vec(event(), 0..40),
+        tail in prop::collection::vec(event(), 0..12),
+    ) {
+        let mut all = events.clone();
+        all.extend_from_slice(&tail);
+        let mut ranges = compaction_ranges(&events);
+        ranges.extend(compaction_ranges(&tail).into_iter().map(|r| super::ranges::CompactionRange {
+            index: r.index + events.len(),
+            ..r
+        }));
+        // The tail's own survivors drop nothing the whole would keep.
+        let mut every = compaction_ranges(&events);
+        every.extend(tail.iter().enumerate().filter_map(|(k, e)| {
+            let (start, end) = e.compaction.and_then(|c| c.bounds())?;
+            Some(super::ranges::CompactionRange { index: events.len() + k, start, end })
+        }));
+        let expected = compaction_ranges(&all);
+        let bits = |v: &[super::ranges::CompactionRange]| -> Vec<(usize, u64, u64)> {
+            v.iter().map(|r| (r.index, r.start.to_bits(), r.end.to_bits())).collect()
+        };
+        prop_assert_eq!(bits(&survivors(every)), bits(&expected));
+        prop_assert_eq!(bits(&survivors(ranges)), bits(&expected));
     }
 
     /// What the index's recovery memo relies on: when `Calls` says the

@@ -28,39 +28,58 @@ pub(crate) fn cmp_f64(a: f64, b: f64) -> Ordering {
 /// survives. Among the others, a range contained in another is dropped and of
 /// identical ranges only the latest event survives.
 pub fn compaction_ranges(events: &[EventView]) -> Vec<CompactionRange> {
-    let mut ranges = Vec::new();
-    let mut comparable = Vec::new();
-    for (index, event) in events.iter().enumerate() {
-        let Some((start, end)) = event.compaction.and_then(|c| c.bounds()) else {
-            continue;
-        };
-        let range = CompactionRange { index, start, end };
-        ranges.push(range);
-        if !(start.is_nan() || end.is_nan()) {
-            comparable.push(range);
+    let ranges = events
+        .iter()
+        .enumerate()
+        .filter_map(|(index, event)| {
+            let (start, end) = event.compaction.and_then(|c| c.bounds())?;
+            Some(CompactionRange { index, start, end })
+        })
+        .collect();
+    survivors(ranges)
+}
+
+/// The ranges of `ranges` (in event order, one per event) that no other
+/// contains, as [`compaction_ranges`] decides, in event order.
+///
+/// Being contained (in a range that is not NaN-bounded and holds it, the
+/// later of two identical ones holding the earlier) is a transitive
+/// relation of two ranges alone: the survivors of a set and more ranges
+/// are the survivors of the set's survivors and those ranges, which is how
+/// a filtered history is extended by a new compaction.
+pub fn survivors(mut ranges: Vec<CompactionRange>) -> Vec<CompactionRange> {
+    let nan = |r: &CompactionRange| r.start.is_nan() || r.end.is_nan();
+    let mut retained = vec![false; ranges.len()];
+    // Positions in `ranges`, start ascending, end descending, index
+    // descending: every range that can contain another sorts before it, so
+    // a running maximum end decides.
+    let mut comparable: Vec<usize> = Vec::with_capacity(ranges.len());
+    for (k, r) in ranges.iter().enumerate() {
+        if nan(r) {
+            retained[k] = true;
+        } else {
+            comparable.push(k);
         }
     }
-    let mut retained = vec![false; events.len()];
-    for r in &ranges {
-        if r.start.is_nan() || r.end.is_nan() {
-            retained[r.index] = true;
-        }
-    }
-    // Start ascending, end descending, index descending: every range that can
-    // contain another sorts before it, so a running maximum end decides.
-    comparable.sort_unstable_by(|a, b| {
+    comparable.sort_unstable_by(|&a, &b| {
+        let (a, b) = (&ranges[a], &ranges[b]);
         cmp_f64(a.start, b.start)
             .then(cmp_f64(b.end, a.end))
             .then(b.index.cmp(&a.index))
     });
     let mut max_end: Option<f64> = None;
-    for r in &comparable {
-        if max_end.is_none_or(|m| r.end > m) {
-            retained[r.index] = true;
-            max_end = Some(r.end);
+    for k in comparable {
+        let end = ranges[k].end;
+        if max_end.is_none_or(|m| end > m) {
+            retained[k] = true;
+            max_end = Some(end);
         }
     }
-    ranges.retain(|r| retained[r.index]);
+    let mut k = 0;
+    ranges.retain(|_| {
+        k += 1;
+        retained[k - 1]
+    });
     ranges
 }
 

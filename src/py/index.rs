@@ -54,16 +54,18 @@ use super::extract::{event_dict, Extractor, Interner, Need, CHUNK};
 use super::scratch::Views;
 use super::summary;
 use super::version_tag;
-use crate::core::filter::{Extension, Item};
+use crate::core::filter::{self, Extension, Item};
 use crate::core::hash::FastMap;
 use crate::core::index::{group, id_key, EventIndex, Slot};
-use crate::core::recover::Calls;
+use crate::core::ranges::{survivors, CompactionRange};
+use crate::core::recover::{Calls, Recovered};
 use crate::core::EventView;
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::sync::Mutex;
 
 /// One session's index and what belongs with it on the Python side.
@@ -105,6 +107,10 @@ struct Tracked {
     /// answer the next one on the same list, or on it extended (see
     /// [`rewinds_again`]).
     rewinds: Option<RewindsMemo>,
+    /// The last `get_compaction_ranges` on this session through the index,
+    /// to answer the next one on the same list, or on it extended (see
+    /// [`ranges_again`]).
+    ranges: Option<RangesMemo>,
     /// The last prompt filtering on this session through the index, to
     /// answer the next one on the same list extended (see
     /// [`filter_again`]).
@@ -113,6 +119,10 @@ struct Tracked {
     /// to answer the next one on both lists extended (see
     /// [`recover_again`]).
     recovered: Option<RecoverMemo>,
+    /// The last call recovery through the index that re-injected
+    /// something, to answer the next one on the very same lists (see
+    /// [`recover_same`]).
+    reinjected: Option<ReinjectMemo>,
     /// Bumped whenever what a slot stores changes, so a remembered result
     /// is only reused over unchanged views. (Binding a slot to another
     /// object of equal values does not bump it: a remembered result checks
@@ -123,6 +133,16 @@ struct Tracked {
     /// (see `worth_indexing`); only compared, never dereferenced.
     seen: Vec<u64>,
     last_used: u64,
+    /// Bumped whenever an object the index may have named in a remembered
+    /// result can have died: a weakly bound object dying (its weak
+    /// reference's callback, [`Obituary`]), a holder letting go of its
+    /// copies, a slot bound anew (its object no longer held or watched).
+    /// While it has not moved, an object a remembered result named is
+    /// alive, so an item at its address is that object: the result's
+    /// objects are then compared by address alone (see [`prefix_holds`]).
+    deaths: Arc<AtomicU64>,
+    /// The weak references' callback that bumps `deaths`, made once.
+    obituary: Option<Py<Obituary>>,
 }
 
 /// The items of the last rewinds call (object address and slot, each bound
@@ -132,6 +152,27 @@ struct RewindsMemo {
     slots: Vec<Slot>,
     kept: Vec<u32>,
     generation: u64,
+    /// `Tracked::deaths` when its objects were last known bound.
+    deaths: u64,
+}
+
+/// The items of the last compaction-ranges call (object address and slot,
+/// each bound then) and the ranges that survived.
+struct RangesMemo {
+    addrs: Vec<usize>,
+    slots: Vec<Slot>,
+    ranges: Vec<CompactionRange>,
+    generation: u64,
+    /// `Tracked::deaths` when its objects were last known bound.
+    deaths: u64,
+}
+
+impl RangesMemo {
+    fn memory_bytes(&self) -> usize {
+        self.addrs.capacity() * 8
+            + self.slots.capacity() * 4
+            + self.ranges.capacity() * std::mem::size_of::<CompactionRange>()
+    }
 }
 
 /// The items of the last filtering call (object address and slot, each
@@ -143,10 +184,20 @@ struct FilterMemo {
     items: Vec<u32>,
     extension: Extension,
     generation: u64,
+    /// `Tracked::deaths` when its objects were last known bound.
+    deaths: u64,
 }
 
 /// Marks an item that is a summary (see `FilterMemo::items`).
 pub const SUMMARY_BIT: u32 = 1 << 31;
+
+/// An item of a filtering result as [`FilterMemo::items`] keeps it.
+fn encode_item(item: Item) -> u32 {
+    match item {
+        Item::Raw(i) => i as u32,
+        Item::Summary(i) => i as u32 | SUMMARY_BIT,
+    }
+}
 
 impl FilterMemo {
     fn memory_bytes(&self) -> usize {
@@ -178,6 +229,8 @@ struct RecoverMemo {
     events: Vec<u32>,
     calls: Calls,
     generation: u64,
+    /// `Tracked::deaths` when its source objects were last known bound.
+    deaths: u64,
 }
 
 impl RecoverMemo {
@@ -186,6 +239,34 @@ impl RecoverMemo {
             + self.slots.capacity() * 4
             + self.events.capacity() * 4
             + self.calls.memory_bytes()
+            + 64
+    }
+}
+
+/// A call recovery that re-injected something: the source's items
+/// (address and slot, each bound then), the filtered list's items (their
+/// addresses; those not in the source held, so that an address names the
+/// same object, with their instance dicts' addresses and version tags: they
+/// are summaries, mostly, which are handed out and may be edited), and the
+/// result.
+struct ReinjectMemo {
+    source: Vec<usize>,
+    slots: Vec<Slot>,
+    events: Vec<usize>,
+    held: Vec<(Py<PyAny>, (usize, u64))>,
+    result: Vec<Recovered>,
+    generation: u64,
+    /// `Tracked::deaths` when the source objects were last known bound.
+    deaths: u64,
+}
+
+impl ReinjectMemo {
+    fn memory_bytes(&self) -> usize {
+        self.source.capacity() * 8
+            + self.slots.capacity() * 4
+            + self.events.capacity() * 8
+            + self.held.capacity() * 24
+            + self.result.capacity() * std::mem::size_of::<Recovered>()
             + 64
     }
 }
@@ -256,6 +337,8 @@ impl Origin {
 struct CopyHolder {
     objects: Mutex<Vec<Py<PyAny>>>,
     alive: AtomicBool,
+    /// The session's `Tracked::deaths`, bumped when the copies are let go.
+    deaths: Arc<AtomicU64>,
     /// The weak reference to the session copy, kept so the callback runs
     /// (CPython drops its reference to the callback once it ran).
     session: Mutex<Option<Py<PyAny>>>,
@@ -272,6 +355,7 @@ impl CopyHolder {
 impl CopyHolder {
     fn __call__(&self, _weak: &Bound<'_, PyAny>) {
         self.alive.store(false, Ordering::Release);
+        self.deaths.fetch_add(1, Ordering::AcqRel);
         let objects = match self.objects.lock() {
             Ok(mut v) => std::mem::take(&mut *v),
             Err(p) => std::mem::take(&mut *p.into_inner()),
@@ -319,6 +403,21 @@ impl Reaper {
     }
 }
 
+/// The callback of the weak references to a session's weakly bound objects:
+/// counts their deaths (`Tracked::deaths`). Only an atomic is touched: it
+/// runs during deallocations, with or without the registry locked.
+#[pyclass(frozen)]
+struct Obituary {
+    deaths: Arc<AtomicU64>,
+}
+
+#[pymethods]
+impl Obituary {
+    fn __call__(&self, _weak: &Bound<'_, PyAny>) {
+        self.deaths.fetch_add(1, Ordering::AcqRel);
+    }
+}
+
 /// A new weak reference to `obj` whose callback is `callback`.
 fn weak_ref_with(obj: &Bound<'_, PyAny>, callback: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
     new_weak_ref(obj, callback.as_ptr())
@@ -355,6 +454,13 @@ fn summary_dicts<'py>(event: &Bound<'py, PyAny>) -> PyResult<Option<SummaryDicts
         return Ok(None);
     };
     Ok(generic_dict(&node).map(|node_dict| (dict, node, node_dict)))
+}
+
+/// The address and version tag of `obj`'s instance dict, where tags are
+/// readable (see `version_tag`).
+fn dict_state(obj: &Bound<'_, PyAny>) -> Option<(usize, u64)> {
+    let dict = generic_dict(obj)?;
+    Some((dict.as_ptr() as usize, version_tag::tag(&dict)?))
 }
 
 /// `obj`'s instance dict as `object.__dict__` gives it (what `__dict__`
@@ -488,10 +594,14 @@ impl Tracked {
             plain: FastMap::default(),
             sources: FastMap::default(),
             rewinds: None,
+            ranges: None,
             filtered: None,
             recovered: None,
+            reinjected: None,
             generation: 0,
             seen: Vec::new(),
+            deaths: Arc::new(AtomicU64::new(0)),
+            obituary: None,
             last_used: 0,
         }
     }
@@ -518,8 +628,13 @@ impl Tracked {
             + self.alias_holder.capacity() * std::mem::size_of::<u32>()
             + self.seen.capacity() * 8
             + self.rewinds.as_ref().map_or(0, RewindsMemo::memory_bytes)
+            + self.ranges.as_ref().map_or(0, RangesMemo::memory_bytes)
             + self.filtered.as_ref().map_or(0, FilterMemo::memory_bytes)
             + self.recovered.as_ref().map_or(0, RecoverMemo::memory_bytes)
+            + self
+                .reinjected
+                .as_ref()
+                .map_or(0, ReinjectMemo::memory_bytes)
             + weak * 64
             + held
     }
@@ -530,13 +645,42 @@ impl Tracked {
         self.core.rebind(slot, obj.as_ptr() as usize);
         self.forget_values(slot);
         let k = slot as usize;
+        // The object bound before is no longer held or watched.
+        if self.primary[k].is_some() {
+            self.deaths.fetch_add(1, Ordering::AcqRel);
+        }
         self.primary[k] = Some(if strong {
             obj.clone().unbind()
         } else {
-            weak_ref(obj)?
+            self.watch(obj)?
         });
         self.strong[k] = strong;
         Ok(())
+    }
+
+    /// See `Tracked::deaths`.
+    fn deaths(&self) -> u64 {
+        self.deaths.load(Ordering::Acquire)
+    }
+
+    /// A weak reference to `obj`, to bind it weakly: its death bumps
+    /// `deaths`.
+    fn watch(&mut self, obj: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        let py = obj.py();
+        let obituary = match &self.obituary {
+            Some(o) => o.clone_ref(py),
+            None => {
+                let o = Py::new(
+                    py,
+                    Obituary {
+                        deaths: self.deaths.clone(),
+                    },
+                )?;
+                self.obituary = Some(o.clone_ref(py));
+                o
+            }
+        };
+        weak_ref_with(obj, obituary.bind(py).as_any())
     }
 
     /// Forgets what was learned from the values slot `slot` stores, when
@@ -745,6 +889,7 @@ struct Counters {
     summaries_reused: u64,
     summaries_built: u64,
     rewinds_reused: u64,
+    ranges_reused: u64,
     filters_reused: u64,
     recoveries_reused: u64,
     copied: u64,
@@ -776,6 +921,7 @@ static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
         summaries_reused: 0,
         summaries_built: 0,
         rewinds_reused: 0,
+        ranges_reused: 0,
         filters_reused: 0,
         recoveries_reused: 0,
         copied: 0,
@@ -1020,15 +1166,10 @@ impl<'py> Loaded<'py> {
         t.filtered = Some(FilterMemo {
             addrs: self.objects.iter().map(|o| o.as_ptr() as usize).collect(),
             slots: self.slots.clone(),
-            items: items
-                .iter()
-                .map(|item| match *item {
-                    Item::Raw(i) => i as u32,
-                    Item::Summary(i) => i as u32 | SUMMARY_BIT,
-                })
-                .collect(),
+            items: items.iter().map(|&item| encode_item(item)).collect(),
             extension,
             generation: t.generation,
+            deaths: t.deaths(),
         });
     }
 
@@ -1069,6 +1210,61 @@ impl<'py> Loaded<'py> {
             events,
             calls,
             generation: t.generation,
+            deaths: t.deaths(),
+        });
+    }
+
+    /// Remembers `ranges`, the result of `get_compaction_ranges` on this
+    /// call's list, for [`ranges_again`] (when every item is bound).
+    pub fn remember_ranges(&mut self, ranges: &[CompactionRange]) {
+        let Some((_, t)) = &mut self.checkout else {
+            return;
+        };
+        if self.slots.contains(&Slot::MAX) {
+            t.ranges = None;
+            return;
+        }
+        t.ranges = Some(RangesMemo {
+            addrs: self.objects.iter().map(|o| o.as_ptr() as usize).collect(),
+            slots: self.slots.clone(),
+            ranges: ranges.to_vec(),
+            generation: t.generation,
+            deaths: t.deaths(),
+        });
+    }
+
+    /// Remembers `result`, a recovery on this call's list (the source) and
+    /// `events` (the filtered list) that re-injected something, for
+    /// [`recover_same`] (when every source item is bound).
+    pub fn remember_reinjection(&mut self, events: &[Bound<'py, PyAny>], result: Vec<Recovered>) {
+        let Some((_, t)) = &mut self.checkout else {
+            return;
+        };
+        t.reinjected = None;
+        if self.slots.contains(&Slot::MAX) {
+            return;
+        }
+        let source: Vec<usize> = self.objects.iter().map(|o| o.as_ptr() as usize).collect();
+        let in_source: FastMap<usize, ()> = source.iter().map(|&a| (a, ())).collect();
+        let mut held = Vec::new();
+        for o in events {
+            if in_source.contains_key(&(o.as_ptr() as usize)) {
+                continue;
+            }
+            // Not remembered where a dict's changes cannot be seen.
+            let Some(state) = dict_state(o) else {
+                return;
+            };
+            held.push((o.clone().unbind(), state));
+        }
+        t.reinjected = Some(ReinjectMemo {
+            events: events.iter().map(|o| o.as_ptr() as usize).collect(),
+            held,
+            source,
+            slots: self.slots.clone(),
+            result,
+            generation: t.generation,
+            deaths: t.deaths(),
         });
     }
 
@@ -1087,6 +1283,7 @@ impl<'py> Loaded<'py> {
             slots: self.slots.clone(),
             kept: kept.iter().map(|&i| i as u32).collect(),
             generation: t.generation,
+            deaths: t.deaths(),
         });
     }
 }
@@ -1172,13 +1369,140 @@ pub fn rewinds_again(list: &Bound<'_, PyList>) -> Extracted<Option<Vec<u32>>> {
     Ok(kept)
 }
 
+/// The compaction ranges of `list` from the session's last call: when
+/// `list` holds the last call's objects (still bound to the same slots,
+/// over an unchanged index) followed by new events (resolved as any call
+/// resolves its list), the survivors of the last ranges and the new
+/// events' (see [`survivors`]: the same as those of all the ranges).
+pub fn ranges_again(list: &Bound<'_, PyList>) -> Extracted<Option<Vec<CompactionRange>>> {
+    let Some(key) = session_key(list)? else {
+        return Ok(None);
+    };
+    let Some(mut t) = checkout_existing(&key) else {
+        return Ok(None);
+    };
+    let ranges = extend_ranges(&mut t, list);
+    checkin(key, t);
+    if ranges.is_some() {
+        registry().counters.ranges_reused += 1;
+    }
+    Ok(ranges)
+}
+
+fn extend_ranges(t: &mut Tracked, list: &Bound<'_, PyList>) -> Option<Vec<CompactionRange>> {
+    let mut memo = t.ranges.take()?;
+    let n = list.len();
+    let known = memo.addrs.len();
+    if memo.generation != t.generation
+        || !prefix_holds(t, list, &memo.addrs, &memo.slots, &mut memo.deaths)
+    {
+        return None;
+    }
+    if n > known {
+        let need = Need {
+            compaction: true,
+            ..Need::default()
+        };
+        let (objects, views, slots) = resolve_tail(t, list, known, need)?;
+        let mut ranges = std::mem::take(&mut memo.ranges);
+        ranges.extend(views.iter().enumerate().filter_map(|(k, v)| {
+            let (start, end) = v.compaction.and_then(|c| c.bounds())?;
+            Some(CompactionRange {
+                index: known + k,
+                start,
+                end,
+            })
+        }));
+        memo.ranges = survivors(ranges);
+        memo.addrs
+            .extend(objects.iter().map(|o| o.as_ptr() as usize));
+        memo.slots.extend_from_slice(&slots);
+    }
+    let ranges = memo.ranges.clone();
+    t.ranges = Some(memo);
+    Some(ranges)
+}
+
+/// The last recovery that re-injected something, when `events` and
+/// `source` are the very lists it was computed from (the same objects at
+/// every position, the source's still bound, over an unchanged index; the
+/// filtered list's others held by the memo): its result, as positions.
+pub fn recover_same(
+    events: &Bound<'_, PyList>,
+    source: &Bound<'_, PyList>,
+) -> Extracted<Option<Vec<Recovered>>> {
+    let Some(key) = session_key(source)? else {
+        return Ok(None);
+    };
+    let Some(mut t) = checkout_existing(&key) else {
+        return Ok(None);
+    };
+    let result = same_reinjection(&mut t, events, source);
+    checkin(key, t);
+    if result.is_some() {
+        registry().counters.recoveries_reused += 1;
+    }
+    Ok(result)
+}
+
+fn same_reinjection(
+    t: &mut Tracked,
+    events: &Bound<'_, PyList>,
+    source: &Bound<'_, PyList>,
+) -> Option<Vec<Recovered>> {
+    let mut memo = t.reinjected.take()?;
+    let py = events.py();
+    let same = memo.generation == t.generation
+        && memo
+            .held
+            .iter()
+            .all(|(o, state)| dict_state(o.bind(py)) == Some(*state))
+        && source.len() == memo.source.len()
+        && events.len() == memo.events.len()
+        && memo
+            .events
+            .iter()
+            .enumerate()
+            .all(|(i, &addr)| list_item(events, i) as usize == addr)
+        && prefix_holds(t, source, &memo.source, &memo.slots, &mut memo.deaths);
+    let result = same.then(|| memo.result.clone());
+    t.reinjected = Some(memo);
+    result
+}
+
 /// Whether `list` begins with the objects at `addrs`, each still bound to
 /// its slot in `slots` (a copy whose holder lives, or an object the slot is
-/// bound to): the objects a remembered result was computed from.
-fn prefix_holds(t: &Tracked, list: &Bound<'_, PyList>, addrs: &[usize], slots: &[Slot]) -> bool {
+/// bound to): the objects a remembered result was computed from. When no
+/// object can have died since they were known bound (`deaths`, see
+/// `Tracked::deaths`), each is still alive, so an item at its address is
+/// it: only addresses are compared. After a full check, `deaths` is the
+/// count now.
+fn prefix_holds(
+    t: &Tracked,
+    list: &Bound<'_, PyList>,
+    addrs: &[usize],
+    slots: &[Slot],
+    deaths: &mut u64,
+) -> bool {
     if list.len() < addrs.len() {
         return false;
     }
+    let now = t.deaths();
+    if *deaths == now {
+        return addrs
+            .iter()
+            .enumerate()
+            .all(|(i, &addr)| list_item(list, i) as usize == addr);
+    }
+    if !prefix_bound(t, list, addrs, slots) {
+        return false;
+    }
+    *deaths = now;
+    true
+}
+
+/// [`prefix_holds`] checking every object's binding.
+fn prefix_bound(t: &Tracked, list: &Bound<'_, PyList>, addrs: &[usize], slots: &[Slot]) -> bool {
     // Copies are bound by holder: each holder's liveness is looked up once.
     let mut live_holder = 0;
     for (i, (&addr, &slot)) in addrs.iter().zip(slots).enumerate() {
@@ -1260,20 +1584,29 @@ fn extend_filtered(t: &mut Tracked, list: &Bound<'_, PyList>, need: Need) -> Opt
     let known = memo.addrs.len();
     if memo.generation != t.generation
         || list.len() >= SUMMARY_BIT as usize
-        || !prefix_holds(t, list, &memo.addrs, &memo.slots)
+        || !prefix_holds(t, list, &memo.addrs, &memo.slots, &mut memo.deaths)
     {
         return None;
     }
     let n = list.len();
     if n > known {
         let (objects, views, slots) = resolve_tail(t, list, known, need)?;
-        if !memo.extension.extend(&views) {
-            return None;
+        if memo.extension.extend(&views) {
+            memo.items.extend(known as u32..n as u32);
+        } else {
+            // A new compaction (or a tail event out of order or covered):
+            // the result is computed from the last one and the tail, the
+            // views of its items read from the index.
+            let groups = group::TIMESTAMP | group::COMPACTION;
+            let view_of = |i: usize| t.core.view_of_groups(memo.slots[i], 0, groups);
+            let (items, extension) =
+                filter::extend_with_compactions(&memo.items(), view_of, &views, known)?;
+            memo.items = items.iter().map(|&item| encode_item(item)).collect();
+            memo.extension = extension;
         }
         memo.addrs
             .extend(objects.iter().map(|o| o.as_ptr() as usize));
         memo.slots.extend_from_slice(&slots);
-        memo.items.extend(known as u32..n as u32);
     }
     let items = memo.items();
     t.filtered = Some(memo);
@@ -1318,7 +1651,7 @@ fn extend_recovered(
     if memo.generation != t.generation
         || events.len() < listed
         || source.len() >= SUMMARY_BIT as usize
-        || !prefix_holds(t, source, &memo.source, &memo.slots)
+        || !prefix_holds(t, source, &memo.source, &memo.slots, &mut memo.deaths)
     {
         return false;
     }
@@ -1408,13 +1741,14 @@ fn resolve_tail<'py>(
 }
 
 fn extend_rewinds(t: &mut Tracked, list: &Bound<'_, PyList>) -> Option<Vec<u32>> {
-    let memo = t.rewinds.take()?;
+    let mut memo = t.rewinds.take()?;
     let n = list.len();
     let known = memo.addrs.len();
-    if memo.generation != t.generation || !prefix_holds(t, list, &memo.addrs, &memo.slots) {
+    if memo.generation != t.generation
+        || !prefix_holds(t, list, &memo.addrs, &memo.slots, &mut memo.deaths)
+    {
         return None;
     }
-    let mut memo = memo;
     if n > known {
         let need = Need {
             rewind: true,
@@ -1504,11 +1838,23 @@ fn carry_positional(t: &mut Tracked, new: &Bound<'_, PyList>, holder: u32) {
         .recovered
         .as_ref()
         .and_then(|m| carried(&m.slots, m.generation));
+    let ranges = t
+        .ranges
+        .as_ref()
+        .and_then(|m| carried(&m.slots, m.generation));
+    // The copies are bound (and held) now.
+    let deaths = t.deaths();
     if let (Some(memo), Some(addrs)) = (t.rewinds.as_mut(), rewinds) {
         memo.addrs = addrs;
+        memo.deaths = deaths;
     }
     if let (Some(memo), Some(addrs)) = (t.recovered.as_mut(), recovered) {
         memo.source = addrs;
+        memo.deaths = deaths;
+    }
+    if let (Some(memo), Some(addrs)) = (t.ranges.as_mut(), ranges) {
+        memo.addrs = addrs;
+        memo.deaths = deaths;
     }
 }
 
@@ -1544,6 +1890,7 @@ fn copies_at(
 /// the copy's list of them), and the invocation's first filtering call is
 /// answered from it.
 fn carry_filtered(t: &mut Tracked, holder: u32) {
+    let deaths = t.deaths();
     let Some(memo) = t.filtered.as_mut() else {
         return;
     };
@@ -1559,6 +1906,7 @@ fn carry_filtered(t: &mut Tracked, holder: u32) {
         addrs.push(ptr);
     }
     memo.addrs = addrs;
+    memo.deaths = deaths;
 }
 
 /// Binds the deep copies in `new` to the slots of the objects in `old` they
@@ -1600,6 +1948,7 @@ pub fn index_copied(
         CopyHolder {
             objects: Mutex::new(Vec::new()),
             alive: AtomicBool::new(true),
+            deaths: t.deaths.clone(),
             session: Mutex::new(None),
         },
     )?;
@@ -1878,6 +2227,7 @@ impl Counters {
         self.summaries_reused += c.summaries_reused;
         self.summaries_built += c.summaries_built;
         self.rewinds_reused += c.rewinds_reused;
+        self.ranges_reused += c.ranges_reused;
         self.filters_reused += c.filters_reused;
         self.recoveries_reused += c.recoveries_reused;
         self.copied += c.copied;
@@ -1901,11 +2251,6 @@ fn points_at(weak: &Py<PyAny>, ptr: *mut ffi::PyObject) -> bool {
         ffi::Py_DECREF(obj);
     }
     obj == ptr
-}
-
-/// A new weak reference to `obj`.
-fn weak_ref(obj: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-    new_weak_ref(obj, std::ptr::null_mut())
 }
 
 /// `PyWeakref_NewRef(obj, callback)`, `callback` NULL for none.
@@ -2088,7 +2433,8 @@ fn resolve<'py>(
                     .core
                     .insert(key, addr, &view, groups, &scratch)
                     .map_err(storable)?;
-                t.primary.push(Some(weak_ref(obj)?));
+                let watched = t.watch(obj)?;
+                t.primary.push(Some(watched));
                 t.strong.push(false);
                 slots[i] = slot;
                 counts.read += 1;
@@ -2193,6 +2539,7 @@ pub fn index_stats(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     out.set_item("summaries_reused", c.summaries_reused)?;
     out.set_item("summaries_built", c.summaries_built)?;
     out.set_item("rewinds_reused", c.rewinds_reused)?;
+    out.set_item("ranges_reused", c.ranges_reused)?;
     out.set_item("filters_reused", c.filters_reused)?;
     out.set_item("recoveries_reused", c.recoveries_reused)?;
     out.set_item("copied", c.copied)?;

@@ -1,8 +1,8 @@
 //! Binding of `core::ranges`.
 
 use super::error::{finish, Extracted};
-use super::extract::Need;
-use super::index::load;
+use super::extract::{Extractor, Need};
+use super::index::{load, ranges_again};
 use crate::core::guarded;
 use crate::core::ranges;
 use pyo3::intern;
@@ -24,31 +24,36 @@ fn run<'py>(events: &Bound<'py, PyAny>) -> Extracted<Bound<'py, PyList>> {
         compaction: true,
         ..Need::default()
     };
-    let loaded = load(events, need)?;
-    let views = &loaded.views;
-    let kept = py.detach(|| guarded(|| Ok(ranges::compaction_ranges(views))))?;
+    let list = Extractor::list(events)?;
+    let kept = match ranges_again(list)? {
+        Some(kept) => kept,
+        None => {
+            let mut loaded = load(events, need)?;
+            let views = &loaded.views;
+            let kept = py.detach(|| guarded(|| Ok(ranges::compaction_ranges(views))))?;
+            loaded.remember_ranges(&kept);
+            kept
+        }
+    };
     let out = PyList::empty(py);
     for r in kept {
-        let bounds = loaded.views[r.index]
-            .compaction
-            .and_then(|c| c.start.zip(c.end));
-        let (start, end) = match bounds {
+        let (start, end) = if !r.start.is_nan() && !r.end.is_nan() {
             // Equal floats (same bits) are indistinguishable but by `is`.
-            Some((start, end)) if !start.is_nan() && !end.is_nan() => (
-                PyFloat::new(py, start).into_any(),
-                PyFloat::new(py, end).into_any(),
-            ),
+            (
+                PyFloat::new(py, r.start).into_any(),
+                PyFloat::new(py, r.end).into_any(),
+            )
+        } else {
             // A NaN must be the very object the caller holds (the tuple
             // then compares equal to the reference's), as in google-adk.
-            _ => {
-                let compaction = loaded.objects[r.index]
-                    .getattr(intern!(py, "actions"))?
-                    .getattr(intern!(py, "compaction"))?;
-                (
-                    compaction.getattr(intern!(py, "start_timestamp"))?,
-                    compaction.getattr(intern!(py, "end_timestamp"))?,
-                )
-            }
+            let compaction = list
+                .get_item(r.index)?
+                .getattr(intern!(py, "actions"))?
+                .getattr(intern!(py, "compaction"))?;
+            (
+                compaction.getattr(intern!(py, "start_timestamp"))?,
+                compaction.getattr(intern!(py, "end_timestamp"))?,
+            )
         };
         out.append(PyTuple::new(
             py,

@@ -2,7 +2,7 @@
 
 use super::error::{finish, Extracted};
 use super::extract::{Extractor, Need};
-use super::index::{load, recover_again, SUMMARY_BIT};
+use super::index::{load, recover_again, recover_same, SUMMARY_BIT};
 use crate::core::guarded;
 use crate::core::hash::FastMap;
 use crate::core::recover::{self, Recovered};
@@ -32,6 +32,19 @@ fn run<'py>(
     if let Ok(source_list) = Extractor::list(source_events) {
         if recover_again(list, source_list)? {
             return Ok(events.clone());
+        }
+        if let Some(result) = recover_same(list, source_list)? {
+            return Ok(PyList::new(
+                py,
+                result
+                    .iter()
+                    .map(|r| match *r {
+                        Recovered::Kept(i) => list.get_item(i),
+                        Recovered::Injected(j) => source_list.get_item(j),
+                    })
+                    .collect::<PyResult<Vec<_>>>()?,
+            )?
+            .into_any());
         }
     }
     let mut source = load(source_events, need)?;
@@ -126,9 +139,13 @@ fn run<'py>(
         }
         return Ok(events.clone());
     };
-    let out = order.iter().map(|r| match *r {
-        Recovered::Kept(i) => &objects[i],
-        Recovered::Injected(j) => &source.objects[j],
-    });
-    Ok(PyList::new(py, out)?.into_any())
+    let out = PyList::new(
+        py,
+        order.iter().map(|r| match *r {
+            Recovered::Kept(i) => &objects[i],
+            Recovered::Injected(j) => &source.objects[j],
+        }),
+    )?;
+    source.remember_reinjection(&objects, order);
+    Ok(out.into_any())
 }
