@@ -58,8 +58,6 @@ pub enum NotStorable {
 /// in the order calls, responses, HITL calls, long-running ids, pending keys.
 #[derive(Debug, Clone, Copy)]
 struct Stored {
-    /// Address of the object this event was last seen as; 0 for none.
-    ptr: usize,
     timestamp: f64,
     prompt_tokens: i64,
     invocation: u32,
@@ -104,6 +102,10 @@ pub fn id_key(id: &str) -> u64 {
 #[derive(Debug, Default)]
 pub struct EventIndex {
     stored: Vec<Stored>,
+    /// Per slot, the address of the object it was last seen as; 0 for
+    /// none. Apart from the stored views, so that address lookups and
+    /// comparisons read a dense array.
+    ptrs: Vec<usize>,
     compactions: Vec<CompactionView>,
     /// Id arena the expanded views' spans point into. Positions past
     /// `committed` belong to the current call's transient views.
@@ -137,18 +139,18 @@ impl EventIndex {
     /// the object at `ptr` is still the one seen there.
     #[inline]
     pub fn slot_of_ptr(&self, ptr: usize) -> Option<Slot> {
-        let (stored, alias) = (&self.stored, &self.alias);
+        let (ptrs, alias) = (&self.ptrs, &self.alias);
         self.by_ptr
-            .find(ptr, |s| stored[s as usize].ptr)
+            .find(ptr, |s| ptrs[s as usize])
             .or_else(|| self.by_alias.find(ptr, |s| alias[s as usize]))
     }
 
     /// Forgets which slot `ptr` was bound to (the object there then is
     /// another one, about to be bound).
     fn unmap(&mut self, ptr: usize) {
-        let (stored, alias) = (&self.stored, &self.alias);
-        if let Some(s) = self.by_ptr.find(ptr, |s| stored[s as usize].ptr) {
-            self.by_ptr.remove(ptr, s, |s| stored[s as usize].ptr);
+        let (ptrs, alias) = (&self.ptrs, &self.alias);
+        if let Some(s) = self.by_ptr.find(ptr, |s| ptrs[s as usize]) {
+            self.by_ptr.remove(ptr, s, |s| ptrs[s as usize]);
         }
         if let Some(s) = self.by_alias.find(ptr, |s| alias[s as usize]) {
             self.by_alias.remove(ptr, s, |s| alias[s as usize]);
@@ -158,7 +160,7 @@ impl EventIndex {
     /// The address `slot` was last seen at (0 for none).
     #[inline]
     pub fn ptr(&self, slot: Slot) -> usize {
-        self.stored[slot as usize].ptr
+        self.ptrs[slot as usize]
     }
 
     /// The address of the second object bound to `slot` (0 for none).
@@ -216,9 +218,9 @@ impl EventIndex {
         }
         if stale_firsts {
             for &(_, ptr) in pairs {
-                let stored = &self.stored;
-                if let Some(s) = self.by_ptr.find(ptr, |s| stored[s as usize].ptr) {
-                    self.by_ptr.remove(ptr, s, |s| stored[s as usize].ptr);
+                let ptrs = &self.ptrs;
+                if let Some(s) = self.by_ptr.find(ptr, |s| ptrs[s as usize]) {
+                    self.by_ptr.remove(ptr, s, |s| ptrs[s as usize]);
                 }
             }
         }
@@ -298,17 +300,17 @@ impl EventIndex {
     pub fn rebind(&mut self, slot: Slot, ptr: usize) {
         self.bind_alias(slot, 0);
         self.stored[slot as usize].verified = 0;
-        let old = self.stored[slot as usize].ptr;
+        let old = self.ptrs[slot as usize];
         if old != 0 {
-            let stored = &self.stored;
-            self.by_ptr.remove(old, slot, |s| stored[s as usize].ptr);
-            self.stored[slot as usize].ptr = 0;
+            let ptrs = &self.ptrs;
+            self.by_ptr.remove(old, slot, |s| ptrs[s as usize]);
+            self.ptrs[slot as usize] = 0;
         }
         if ptr != 0 {
             self.unmap(ptr);
-            self.stored[slot as usize].ptr = ptr;
-            let stored = &self.stored;
-            self.by_ptr.insert(ptr, slot, |s| stored[s as usize].ptr);
+            self.ptrs[slot as usize] = ptr;
+            let ptrs = &self.ptrs;
+            self.by_ptr.insert(ptr, slot, |s| ptrs[s as usize]);
         }
     }
 
@@ -329,6 +331,7 @@ impl EventIndex {
         let stored = self.compact(view, scratch)?;
         self.committed = self.arena.len();
         self.stored.push(stored);
+        self.ptrs.push(0);
         if !self.alias.is_empty() {
             self.alias.push(0);
         }
@@ -382,9 +385,8 @@ impl EventIndex {
                 new.long_running,
                 new.pending,
             ] = out;
-            let mut stored = self.compact(&new, &owned)?;
+            let stored = self.compact(&new, &owned)?;
             self.committed = self.arena.len();
-            stored.ptr = self.stored[slot as usize].ptr;
             self.stored[slot as usize] = stored;
         }
         let s = &mut self.stored[slot as usize];
@@ -458,6 +460,7 @@ impl EventIndex {
             }
         }
         grow(&mut self.stored, additional);
+        grow(&mut self.ptrs, additional);
         if !self.alias.is_empty() {
             grow(&mut self.alias, additional);
         }
@@ -586,7 +589,6 @@ impl EventIndex {
             None => NO_TOKENS,
         };
         let stored = Stored {
-            ptr: 0,
             timestamp: view.timestamp,
             prompt_tokens,
             invocation: pack(view.invocation)?,
@@ -621,6 +623,7 @@ impl EventIndex {
     pub fn memory_bytes(&self) -> usize {
         std::mem::size_of::<Self>()
             + self.stored.capacity() * std::mem::size_of::<Stored>()
+            + self.ptrs.capacity() * std::mem::size_of::<usize>()
             + self.compactions.capacity() * std::mem::size_of::<CompactionView>()
             + self.arena.capacity() * std::mem::size_of::<Sym>()
             + self.alias.capacity() * std::mem::size_of::<usize>()

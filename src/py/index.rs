@@ -1190,7 +1190,9 @@ impl<'py> Loaded<'py> {
         let Some((_, t)) = &mut self.checkout else {
             return;
         };
+        // One recovery memo or the other: a call re-injects or it does not.
         t.recovered = None;
+        t.reinjected = None;
         if self.slots.contains(&Slot::MAX) || self.objects.len() >= SUMMARY_BIT as usize {
             return;
         }
@@ -1240,7 +1242,9 @@ impl<'py> Loaded<'py> {
         let Some((_, t)) = &mut self.checkout else {
             return;
         };
+        // One recovery memo or the other: a call re-injects or it does not.
         t.reinjected = None;
+        t.recovered = None;
         if self.slots.contains(&Slot::MAX) {
             return;
         }
