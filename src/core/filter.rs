@@ -83,8 +83,18 @@ pub fn process_extensibly(events: &[EventView]) -> Result<(Vec<Item>, Extension)
         }
         keyed.push((event.timestamp, i, Item::Raw(i)));
     }
+    in_order(keyed, coverage).map_err(|index| CoreError::UnorderedTimestamp { index })
+}
+
+/// The items of `keyed` (sort key, event index, item) in prompt order, and
+/// the extension of that result under `coverage`; or the index of an item
+/// whose key is NaN, where only CPython's own sort defines the order.
+fn in_order(
+    mut keyed: Vec<(f64, usize, Item)>,
+    coverage: Coverage,
+) -> Result<(Vec<Item>, Extension), usize> {
     if let Some(&(_, index, _)) = keyed.iter().find(|(key, _, _)| key.is_nan()) {
-        return Err(CoreError::UnorderedTimestamp { index });
+        return Err(index);
     }
     // Keys are NaN-free and indices unique: a total order, so any sort agrees
     // with Python's stable one.
@@ -192,18 +202,7 @@ pub fn extend_with_compactions(
             keyed.push((ts, i, Item::Raw(i)));
         }
     }
-    if keyed.iter().any(|(key, _, _)| key.is_nan()) {
-        return None;
-    }
-    keyed.sort_unstable_by(|a, b| cmp_f64(a.0, b.0).then(a.1.cmp(&b.1)));
-    let extension = Extension {
-        coverage,
-        last: keyed.last().map_or(f64::NEG_INFINITY, |&(key, _, _)| key),
-    };
-    Some((
-        keyed.into_iter().map(|(_, _, item)| item).collect(),
-        extension,
-    ))
+    in_order(keyed, coverage).ok()
 }
 
 /// Indices of the compaction events whose summaries the filtered history

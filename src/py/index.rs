@@ -145,47 +145,111 @@ struct Tracked {
     obituary: Option<Py<Obituary>>,
 }
 
-/// The items of the last rewinds call (object address and slot, each bound
-/// then) and the positions that survived.
-struct RewindsMemo {
+/// The objects a remembered result was computed from: their addresses and
+/// slots (each bound then), with the index's generation and
+/// `Tracked::deaths` when they were last known bound.
+struct Seen {
     addrs: Vec<usize>,
     slots: Vec<Slot>,
-    kept: Vec<u32>,
     generation: u64,
-    /// `Tracked::deaths` when its objects were last known bound.
     deaths: u64,
 }
 
-/// The items of the last compaction-ranges call (object address and slot,
-/// each bound then) and the ranges that survived.
+impl Seen {
+    /// The objects of a call and their slots, or `None` when one is not
+    /// bound.
+    fn of(t: &Tracked, objects: &[Bound<'_, PyAny>], slots: &[Slot]) -> Option<Self> {
+        if slots.contains(&Slot::MAX) {
+            return None;
+        }
+        Some(Seen {
+            addrs: objects.iter().map(|o| o.as_ptr() as usize).collect(),
+            slots: slots.to_vec(),
+            generation: t.generation,
+            deaths: t.deaths(),
+        })
+    }
+
+    fn len(&self) -> usize {
+        self.addrs.len()
+    }
+
+    /// Whether `list` begins with these objects over an unchanged index
+    /// (see [`prefix_holds`]).
+    fn begin(&mut self, t: &Tracked, list: &Bound<'_, PyList>) -> bool {
+        self.generation == t.generation
+            && prefix_holds(t, list, &self.addrs, &self.slots, &mut self.deaths)
+    }
+
+    /// The items of `list` after these objects, read with `need` and
+    /// bound, when it begins with them (see [`Seen::begin`]); `None` when
+    /// it does not or a new item could not be bound (see [`resolve_tail`]).
+    #[allow(clippy::type_complexity)]
+    fn new_items<'py>(
+        &mut self,
+        t: &mut Tracked,
+        list: &Bound<'py, PyList>,
+        need: Need,
+    ) -> Option<(Vec<Bound<'py, PyAny>>, Views, Vec<Slot>)> {
+        if !self.begin(t, list) {
+            return None;
+        }
+        if list.len() == self.len() {
+            return Some((Vec::new(), Views::default(), Vec::new()));
+        }
+        resolve_tail(t, list, self.len(), need)
+    }
+
+    /// Adds objects that followed them (bound to `slots`).
+    fn extend(&mut self, objects: &[Bound<'_, PyAny>], slots: &[Slot]) {
+        self.addrs
+            .extend(objects.iter().map(|o| o.as_ptr() as usize));
+        self.slots.extend_from_slice(slots);
+    }
+
+    /// Names `addrs` (copies just bound to the same slots) instead.
+    fn carry(&mut self, addrs: Vec<usize>, deaths: u64) {
+        self.addrs = addrs;
+        self.deaths = deaths;
+    }
+
+    fn memory_bytes(&self) -> usize {
+        self.addrs.capacity() * 8 + self.slots.capacity() * 4
+    }
+}
+
+/// The last rewinds call: its items and the positions that survived.
+struct RewindsMemo {
+    seen: Seen,
+    kept: Vec<u32>,
+}
+
+impl RewindsMemo {
+    fn memory_bytes(&self) -> usize {
+        self.seen.memory_bytes() + self.kept.capacity() * 4
+    }
+}
+
+/// The last compaction-ranges call: its items and the ranges that
+/// survived.
 struct RangesMemo {
-    addrs: Vec<usize>,
-    slots: Vec<Slot>,
+    seen: Seen,
     ranges: Vec<CompactionRange>,
-    generation: u64,
-    /// `Tracked::deaths` when its objects were last known bound.
-    deaths: u64,
 }
 
 impl RangesMemo {
     fn memory_bytes(&self) -> usize {
-        self.addrs.capacity() * 8
-            + self.slots.capacity() * 4
-            + self.ranges.capacity() * std::mem::size_of::<CompactionRange>()
+        self.seen.memory_bytes() + self.ranges.capacity() * std::mem::size_of::<CompactionRange>()
     }
 }
 
-/// The items of the last filtering call (object address and slot, each
-/// bound then), its result, and what extending it needs.
+/// The last filtering call: its items, its result, and what extending it
+/// needs.
 struct FilterMemo {
-    addrs: Vec<usize>,
-    slots: Vec<Slot>,
+    seen: Seen,
     /// The result: item positions, the top bit set for a summary.
     items: Vec<u32>,
     extension: Extension,
-    generation: u64,
-    /// `Tracked::deaths` when its objects were last known bound.
-    deaths: u64,
 }
 
 /// Marks an item that is a summary (see `FilterMemo::items`).
@@ -201,7 +265,7 @@ fn encode_item(item: Item) -> u32 {
 
 impl FilterMemo {
     fn memory_bytes(&self) -> usize {
-        self.addrs.capacity() * 8 + self.slots.capacity() * 4 + self.items.capacity() * 4 + 64
+        self.seen.memory_bytes() + self.items.capacity() * 4 + 64
     }
 
     fn items(&self) -> Vec<Item> {
@@ -216,64 +280,45 @@ impl FilterMemo {
 }
 
 /// The lists of the last recovery call that re-injected nothing: the
-/// source's items (address and slot, each bound then), the filtered list's
-/// items (a source position, or a slot with the top bit set for a cached
-/// summary whose content holds neither calls nor responses), and the state
-/// of the source's calls (see [`Calls`]).
+/// source's items, the filtered list's items (a source position, or a slot
+/// with the top bit set for a cached summary whose content holds neither
+/// calls nor responses), and the state of the source's calls (see
+/// [`Calls`]).
 struct RecoverMemo {
-    source: Vec<usize>,
-    slots: Vec<Slot>,
-    /// The largest of `slots`: a slot above it is an event the source did
-    /// not hold (slots are numbered in the order events are stored).
+    source: Seen,
+    /// The largest of the source's slots: a slot above it is an event the
+    /// source did not hold (slots are numbered in the order events are
+    /// stored).
     max_slot: Slot,
     events: Vec<u32>,
     calls: Calls,
-    generation: u64,
-    /// `Tracked::deaths` when its source objects were last known bound.
-    deaths: u64,
 }
 
 impl RecoverMemo {
     fn memory_bytes(&self) -> usize {
-        self.source.capacity() * 8
-            + self.slots.capacity() * 4
-            + self.events.capacity() * 4
-            + self.calls.memory_bytes()
-            + 64
+        self.source.memory_bytes() + self.events.capacity() * 4 + self.calls.memory_bytes() + 64
     }
 }
 
-/// A call recovery that re-injected something: the source's items
-/// (address and slot, each bound then), the filtered list's items (their
-/// addresses; those not in the source held, so that an address names the
-/// same object, with their instance dicts' addresses and version tags: they
-/// are summaries, mostly, which are handed out and may be edited), and the
-/// result.
+/// A call recovery that re-injected something: the source's items, the
+/// filtered list's items (their addresses; those not in the source held,
+/// so that an address names the same object, with their instance dicts'
+/// addresses and version tags: they are summaries, mostly, which are handed
+/// out and may be edited), and the result.
 struct ReinjectMemo {
-    source: Vec<usize>,
-    slots: Vec<Slot>,
+    source: Seen,
     events: Vec<usize>,
     held: Vec<(Py<PyAny>, (usize, u64))>,
     result: Vec<Recovered>,
-    generation: u64,
-    /// `Tracked::deaths` when the source objects were last known bound.
-    deaths: u64,
 }
 
 impl ReinjectMemo {
     fn memory_bytes(&self) -> usize {
-        self.source.capacity() * 8
-            + self.slots.capacity() * 4
+        self.source.memory_bytes()
             + self.events.capacity() * 8
             + self.held.capacity() * 24
             + self.result.capacity() * std::mem::size_of::<Recovered>()
             + 64
-    }
-}
-
-impl RewindsMemo {
-    fn memory_bytes(&self) -> usize {
-        self.addrs.capacity() * 8 + self.slots.capacity() * 4 + self.kept.capacity() * 4
     }
 }
 
@@ -1159,18 +1204,13 @@ impl<'py> Loaded<'py> {
         let Some((_, t)) = &mut self.checkout else {
             return;
         };
-        if self.slots.contains(&Slot::MAX) || self.objects.len() >= SUMMARY_BIT as usize {
-            t.filtered = None;
-            return;
-        }
-        t.filtered = Some(FilterMemo {
-            addrs: self.objects.iter().map(|o| o.as_ptr() as usize).collect(),
-            slots: self.slots.clone(),
-            items: items.iter().map(|&item| encode_item(item)).collect(),
-            extension,
-            generation: t.generation,
-            deaths: t.deaths(),
-        });
+        t.filtered = Seen::of(t, &self.objects, &self.slots)
+            .filter(|_| self.objects.len() < SUMMARY_BIT as usize)
+            .map(|seen| FilterMemo {
+                seen,
+                items: items.iter().map(|&item| encode_item(item)).collect(),
+                extension,
+            });
     }
 
     /// Whether what recovery knows of slot `slot`'s cached summary is that
@@ -1205,14 +1245,11 @@ impl<'py> Loaded<'py> {
         let Some(calls) = Calls::of(&self.views, &present, &self.ex.ids) else {
             return;
         };
-        t.recovered = Some(RecoverMemo {
-            source: self.objects.iter().map(|o| o.as_ptr() as usize).collect(),
+        t.recovered = Seen::of(t, &self.objects, &self.slots).map(|source| RecoverMemo {
+            source,
             max_slot: self.slots.iter().copied().max().unwrap_or(0),
-            slots: self.slots.clone(),
             events,
             calls,
-            generation: t.generation,
-            deaths: t.deaths(),
         });
     }
 
@@ -1222,16 +1259,9 @@ impl<'py> Loaded<'py> {
         let Some((_, t)) = &mut self.checkout else {
             return;
         };
-        if self.slots.contains(&Slot::MAX) {
-            t.ranges = None;
-            return;
-        }
-        t.ranges = Some(RangesMemo {
-            addrs: self.objects.iter().map(|o| o.as_ptr() as usize).collect(),
-            slots: self.slots.clone(),
+        t.ranges = Seen::of(t, &self.objects, &self.slots).map(|seen| RangesMemo {
+            seen,
             ranges: ranges.to_vec(),
-            generation: t.generation,
-            deaths: t.deaths(),
         });
     }
 
@@ -1245,11 +1275,10 @@ impl<'py> Loaded<'py> {
         // One recovery memo or the other: a call re-injects or it does not.
         t.reinjected = None;
         t.recovered = None;
-        if self.slots.contains(&Slot::MAX) {
+        let Some(source) = Seen::of(t, &self.objects, &self.slots) else {
             return;
-        }
-        let source: Vec<usize> = self.objects.iter().map(|o| o.as_ptr() as usize).collect();
-        let in_source: FastMap<usize, ()> = source.iter().map(|&a| (a, ())).collect();
+        };
+        let in_source: FastMap<usize, ()> = source.addrs.iter().map(|&a| (a, ())).collect();
         let mut held = Vec::new();
         for o in events {
             if in_source.contains_key(&(o.as_ptr() as usize)) {
@@ -1262,13 +1291,10 @@ impl<'py> Loaded<'py> {
             held.push((o.clone().unbind(), state));
         }
         t.reinjected = Some(ReinjectMemo {
+            source,
             events: events.iter().map(|o| o.as_ptr() as usize).collect(),
             held,
-            source,
-            slots: self.slots.clone(),
             result,
-            generation: t.generation,
-            deaths: t.deaths(),
         });
     }
 
@@ -1278,16 +1304,9 @@ impl<'py> Loaded<'py> {
         let Some((_, t)) = &mut self.checkout else {
             return;
         };
-        if self.slots.contains(&Slot::MAX) {
-            t.rewinds = None;
-            return;
-        }
-        t.rewinds = Some(RewindsMemo {
-            addrs: self.objects.iter().map(|o| o.as_ptr() as usize).collect(),
-            slots: self.slots.clone(),
+        t.rewinds = Seen::of(t, &self.objects, &self.slots).map(|seen| RewindsMemo {
+            seen,
             kept: kept.iter().map(|&i| i as u32).collect(),
-            generation: t.generation,
-            deaths: t.deaths(),
         });
     }
 }
@@ -1359,18 +1378,28 @@ pub fn load<'py>(events: &Bound<'py, PyAny>, need: Need) -> Extracted<Loaded<'py
 /// stay; they are resolved as any call resolves its list: new ones read and
 /// stored), the surviving positions. `None`: compute.
 pub fn rewinds_again(list: &Bound<'_, PyList>) -> Extracted<Option<Vec<u32>>> {
+    remembered(list, |t| extend_rewinds(t, list), |c| c.rewinds_reused += 1)
+}
+
+/// What `answer` makes of the index of `list`'s session (checked out for
+/// it), when there is one and it answers; `count` notes that it did.
+fn remembered<T>(
+    list: &Bound<'_, PyList>,
+    answer: impl FnOnce(&mut Tracked) -> Option<T>,
+    count: fn(&mut Counters),
+) -> Extracted<Option<T>> {
     let Some(key) = session_key(list)? else {
         return Ok(None);
     };
     let Some(mut t) = checkout_existing(&key) else {
         return Ok(None);
     };
-    let kept = extend_rewinds(&mut t, list);
+    let answered = answer(&mut t);
     checkin(key, t);
-    if kept.is_some() {
-        registry().counters.rewinds_reused += 1;
+    if answered.is_some() {
+        count(&mut registry().counters);
     }
-    Ok(kept)
+    Ok(answered)
 }
 
 /// The compaction ranges of `list` from the session's last call: when
@@ -1379,35 +1408,18 @@ pub fn rewinds_again(list: &Bound<'_, PyList>) -> Extracted<Option<Vec<u32>>> {
 /// resolves its list), the survivors of the last ranges and the new
 /// events' (see [`survivors`]: the same as those of all the ranges).
 pub fn ranges_again(list: &Bound<'_, PyList>) -> Extracted<Option<Vec<CompactionRange>>> {
-    let Some(key) = session_key(list)? else {
-        return Ok(None);
-    };
-    let Some(mut t) = checkout_existing(&key) else {
-        return Ok(None);
-    };
-    let ranges = extend_ranges(&mut t, list);
-    checkin(key, t);
-    if ranges.is_some() {
-        registry().counters.ranges_reused += 1;
-    }
-    Ok(ranges)
+    remembered(list, |t| extend_ranges(t, list), |c| c.ranges_reused += 1)
 }
 
 fn extend_ranges(t: &mut Tracked, list: &Bound<'_, PyList>) -> Option<Vec<CompactionRange>> {
     let mut memo = t.ranges.take()?;
-    let n = list.len();
-    let known = memo.addrs.len();
-    if memo.generation != t.generation
-        || !prefix_holds(t, list, &memo.addrs, &memo.slots, &mut memo.deaths)
-    {
-        return None;
-    }
-    if n > known {
-        let need = Need {
-            compaction: true,
-            ..Need::default()
-        };
-        let (objects, views, slots) = resolve_tail(t, list, known, need)?;
+    let known = memo.seen.len();
+    let need = Need {
+        compaction: true,
+        ..Need::default()
+    };
+    let (objects, views, slots) = memo.seen.new_items(t, list, need)?;
+    if !views.is_empty() {
         let mut ranges = std::mem::take(&mut memo.ranges);
         ranges.extend(views.iter().enumerate().filter_map(|(k, v)| {
             let (start, end) = v.compaction.and_then(|c| c.bounds())?;
@@ -1418,9 +1430,7 @@ fn extend_ranges(t: &mut Tracked, list: &Bound<'_, PyList>) -> Option<Vec<Compac
             })
         }));
         memo.ranges = survivors(ranges);
-        memo.addrs
-            .extend(objects.iter().map(|o| o.as_ptr() as usize));
-        memo.slots.extend_from_slice(&slots);
+        memo.seen.extend(&objects, &slots);
     }
     let ranges = memo.ranges.clone();
     t.ranges = Some(memo);
@@ -1435,18 +1445,11 @@ pub fn recover_same(
     events: &Bound<'_, PyList>,
     source: &Bound<'_, PyList>,
 ) -> Extracted<Option<Vec<Recovered>>> {
-    let Some(key) = session_key(source)? else {
-        return Ok(None);
-    };
-    let Some(mut t) = checkout_existing(&key) else {
-        return Ok(None);
-    };
-    let result = same_reinjection(&mut t, events, source);
-    checkin(key, t);
-    if result.is_some() {
-        registry().counters.recoveries_reused += 1;
-    }
-    Ok(result)
+    remembered(
+        source,
+        |t| same_reinjection(t, events, source),
+        |c| c.recoveries_reused += 1,
+    )
 }
 
 fn same_reinjection(
@@ -1456,11 +1459,10 @@ fn same_reinjection(
 ) -> Option<Vec<Recovered>> {
     let mut memo = t.reinjected.take()?;
     let py = events.py();
-    let same = memo.generation == t.generation
-        && memo
-            .held
-            .iter()
-            .all(|(o, state)| dict_state(o.bind(py)) == Some(*state))
+    let same = memo
+        .held
+        .iter()
+        .all(|(o, state)| dict_state(o.bind(py)) == Some(*state))
         && source.len() == memo.source.len()
         && events.len() == memo.events.len()
         && memo
@@ -1468,7 +1470,7 @@ fn same_reinjection(
             .iter()
             .enumerate()
             .all(|(i, &addr)| list_item(events, i) as usize == addr)
-        && prefix_holds(t, source, &memo.source, &memo.slots, &mut memo.deaths);
+        && memo.source.begin(t, source);
     let result = same.then(|| memo.result.clone());
     t.reinjected = Some(memo);
     result
@@ -1550,7 +1552,7 @@ pub fn filter_again<'py>(
     let slots = t
         .filtered
         .as_ref()
-        .map(|m| m.slots.clone())
+        .map(|m| m.seen.slots.clone())
         .unwrap_or_default();
     let mut ex = match Extractor::taking_interner(list.py(), &mut t.interner) {
         Ok(ex) => ex,
@@ -1585,16 +1587,13 @@ pub fn filter_again<'py>(
 
 fn extend_filtered(t: &mut Tracked, list: &Bound<'_, PyList>, need: Need) -> Option<Vec<Item>> {
     let mut memo = t.filtered.take()?;
-    let known = memo.addrs.len();
-    if memo.generation != t.generation
-        || list.len() >= SUMMARY_BIT as usize
-        || !prefix_holds(t, list, &memo.addrs, &memo.slots, &mut memo.deaths)
-    {
+    let known = memo.seen.len();
+    let n = list.len();
+    if n >= SUMMARY_BIT as usize {
         return None;
     }
-    let n = list.len();
-    if n > known {
-        let (objects, views, slots) = resolve_tail(t, list, known, need)?;
+    let (objects, views, slots) = memo.seen.new_items(t, list, need)?;
+    if !views.is_empty() {
         if memo.extension.extend(&views) {
             memo.items.extend(known as u32..n as u32);
         } else {
@@ -1602,15 +1601,13 @@ fn extend_filtered(t: &mut Tracked, list: &Bound<'_, PyList>, need: Need) -> Opt
             // the result is computed from the last one and the tail, the
             // views of its items read from the index.
             let groups = group::TIMESTAMP | group::COMPACTION;
-            let view_of = |i: usize| t.core.view_of_groups(memo.slots[i], 0, groups);
+            let view_of = |i: usize| t.core.view_of_groups(memo.seen.slots[i], 0, groups);
             let (items, extension) =
                 filter::extend_with_compactions(&memo.items(), view_of, &views, known)?;
             memo.items = items.iter().map(|&item| encode_item(item)).collect();
             memo.extension = extension;
         }
-        memo.addrs
-            .extend(objects.iter().map(|o| o.as_ptr() as usize));
-        memo.slots.extend_from_slice(&slots);
+        memo.seen.extend(&objects, &slots);
     }
     let items = memo.items();
     t.filtered = Some(memo);
@@ -1628,18 +1625,12 @@ fn extend_filtered(t: &mut Tracked, list: &Bound<'_, PyList>, need: Need) -> Opt
 /// the new events in order, and [`Calls::extend`] finds no present
 /// response of theirs whose latest call event is absent.
 pub fn recover_again(events: &Bound<'_, PyList>, source: &Bound<'_, PyList>) -> Extracted<bool> {
-    let Some(key) = session_key(source)? else {
-        return Ok(false);
-    };
-    let Some(mut t) = checkout_existing(&key) else {
-        return Ok(false);
-    };
-    let again = extend_recovered(&mut t, events, source);
-    checkin(key, t);
-    if again {
-        registry().counters.recoveries_reused += 1;
-    }
-    Ok(again)
+    let again = remembered(
+        source,
+        |t| extend_recovered(t, events, source).then_some(()),
+        |c| c.recoveries_reused += 1,
+    )?;
+    Ok(again.is_some())
 }
 
 fn extend_recovered(
@@ -1652,17 +1643,16 @@ fn extend_recovered(
     };
     let py = events.py();
     let (known, listed) = (memo.source.len(), memo.events.len());
-    if memo.generation != t.generation
-        || events.len() < listed
+    if events.len() < listed
         || source.len() >= SUMMARY_BIT as usize
-        || !prefix_holds(t, source, &memo.source, &memo.slots, &mut memo.deaths)
+        || !memo.source.begin(t, source)
     {
         return false;
     }
     for (i, &entry) in memo.events.iter().enumerate() {
         let ptr = list_item(events, i) as usize;
         let same = if entry & SUMMARY_BIT == 0 {
-            memo.source[entry as usize] == ptr
+            memo.source.addrs[entry as usize] == ptr
         } else {
             t.plain_summary_view(entry & !SUMMARY_BIT, ptr as *mut ffi::PyObject, py)
                 .is_some()
@@ -1702,9 +1692,7 @@ fn extend_recovered(
     if !memo.calls.extend(&views, &present, t.core.arena()) {
         return false;
     }
-    memo.source
-        .extend(objects.iter().map(|o| o.as_ptr() as usize));
-    memo.slots.extend_from_slice(&slots);
+    memo.source.extend(&objects, &slots);
     memo.max_slot = slots.iter().copied().fold(memo.max_slot, Slot::max);
     memo.events.extend(
         present
@@ -1746,28 +1734,18 @@ fn resolve_tail<'py>(
 
 fn extend_rewinds(t: &mut Tracked, list: &Bound<'_, PyList>) -> Option<Vec<u32>> {
     let mut memo = t.rewinds.take()?;
-    let n = list.len();
-    let known = memo.addrs.len();
-    if memo.generation != t.generation
-        || !prefix_holds(t, list, &memo.addrs, &memo.slots, &mut memo.deaths)
-    {
+    let known = memo.seen.len();
+    let need = Need {
+        rewind: true,
+        invocation: true,
+        ..Need::default()
+    };
+    let (objects, views, slots) = memo.seen.new_items(t, list, need)?;
+    if views.iter().any(|v| v.rewind_before.is_some()) {
         return None;
     }
-    if n > known {
-        let need = Need {
-            rewind: true,
-            invocation: true,
-            ..Need::default()
-        };
-        let (objects, views, slots) = resolve_tail(t, list, known, need)?;
-        if views.iter().any(|v| v.rewind_before.is_some()) {
-            return None;
-        }
-        memo.addrs
-            .extend(objects.iter().map(|o| o.as_ptr() as usize));
-        memo.slots.extend_from_slice(&slots);
-        memo.kept.extend(known as u32..n as u32);
-    }
+    memo.seen.extend(&objects, &slots);
+    memo.kept.extend(known as u32..list.len() as u32);
     let kept = memo.kept.clone();
     t.rewinds = Some(memo);
     Some(kept)
@@ -1829,36 +1807,24 @@ fn event_id<'py>(obj: &Bound<'py, PyAny>) -> Extracted<Option<Bound<'py, PyStrin
 /// invocation's first calls are answered from them.
 fn carry_positional(t: &mut Tracked, new: &Bound<'_, PyList>, holder: u32) {
     let generation = t.generation;
-    let carried = |slots: &[Slot], then: u64| {
-        (then == generation)
-            .then(|| copies_at(t, new, slots, holder))
+    let carried = |seen: &Seen| {
+        (seen.generation == generation)
+            .then(|| copies_at(t, new, &seen.slots, holder))
             .flatten()
     };
-    let rewinds = t
-        .rewinds
-        .as_ref()
-        .and_then(|m| carried(&m.slots, m.generation));
-    let recovered = t
-        .recovered
-        .as_ref()
-        .and_then(|m| carried(&m.slots, m.generation));
-    let ranges = t
-        .ranges
-        .as_ref()
-        .and_then(|m| carried(&m.slots, m.generation));
+    let rewinds = t.rewinds.as_ref().and_then(|m| carried(&m.seen));
+    let recovered = t.recovered.as_ref().and_then(|m| carried(&m.source));
+    let ranges = t.ranges.as_ref().and_then(|m| carried(&m.seen));
     // The copies are bound (and held) now.
     let deaths = t.deaths();
     if let (Some(memo), Some(addrs)) = (t.rewinds.as_mut(), rewinds) {
-        memo.addrs = addrs;
-        memo.deaths = deaths;
+        memo.seen.carry(addrs, deaths);
     }
     if let (Some(memo), Some(addrs)) = (t.recovered.as_mut(), recovered) {
-        memo.source = addrs;
-        memo.deaths = deaths;
+        memo.source.carry(addrs, deaths);
     }
     if let (Some(memo), Some(addrs)) = (t.ranges.as_mut(), ranges) {
-        memo.addrs = addrs;
-        memo.deaths = deaths;
+        memo.seen.carry(addrs, deaths);
     }
 }
 
@@ -1898,19 +1864,18 @@ fn carry_filtered(t: &mut Tracked, holder: u32) {
     let Some(memo) = t.filtered.as_mut() else {
         return;
     };
-    if memo.generation != t.generation {
+    if memo.seen.generation != t.generation {
         return;
     }
-    let mut addrs = Vec::with_capacity(memo.addrs.len());
-    for &slot in &memo.slots {
+    let mut addrs = Vec::with_capacity(memo.seen.len());
+    for &slot in &memo.seen.slots {
         let ptr = t.core.alias(slot);
         if ptr == 0 || t.alias_holder.get(slot as usize) != Some(&holder) {
             return;
         }
         addrs.push(ptr);
     }
-    memo.addrs = addrs;
-    memo.deaths = deaths;
+    memo.seen.carry(addrs, deaths);
 }
 
 /// Binds the deep copies in `new` to the slots of the objects in `old` they
