@@ -1268,7 +1268,12 @@ impl<'py> Loaded<'py> {
     /// Remembers `result`, a recovery on this call's list (the source) and
     /// `events` (the filtered list) that re-injected something, for
     /// [`recover_same`] (when every source item is bound).
-    pub fn remember_reinjection(&mut self, events: &[Bound<'py, PyAny>], result: Vec<Recovered>) {
+    pub fn remember_reinjection(
+        &mut self,
+        events: &[Bound<'py, PyAny>],
+        in_source: &[bool],
+        result: Vec<Recovered>,
+    ) {
         let Some((_, t)) = &mut self.checkout else {
             return;
         };
@@ -1278,12 +1283,8 @@ impl<'py> Loaded<'py> {
         let Some(source) = Seen::of(t, &self.objects, &self.slots) else {
             return;
         };
-        let in_source: FastMap<usize, ()> = source.addrs.iter().map(|&a| (a, ())).collect();
         let mut held = Vec::new();
-        for o in events {
-            if in_source.contains_key(&(o.as_ptr() as usize)) {
-                continue;
-            }
+        for (o, _) in events.iter().zip(in_source).filter(|(_, &known)| !known) {
             // Not remembered where a dict's changes cannot be seen.
             let Some(state) = dict_state(o) else {
                 return;

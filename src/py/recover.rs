@@ -61,6 +61,9 @@ fn run<'py>(
     // `Loaded::remember_recovery`): a source position, or a plain summary's
     // slot; `None` once an item is neither.
     let mut entries: Option<Vec<u32>> = Some(Vec::with_capacity(list.len()));
+    // Whether each item is a source object (for remembering a
+    // re-injection, see `Loaded::remember_reinjection`).
+    let mut in_source = Vec::with_capacity(list.len());
     // Checking a cached summary reads a few cold objects; their loads are
     // started some items ahead.
     const AHEAD: usize = 8;
@@ -104,6 +107,7 @@ fn run<'py>(
                 }
             }
         };
+        in_source.push(found.is_some());
         let view = match (found, summary) {
             (Some(j), _) => {
                 cursor = j + 1;
@@ -146,6 +150,6 @@ fn run<'py>(
             Recovered::Injected(j) => &source.objects[j],
         }),
     )?;
-    source.remember_reinjection(&objects, order);
+    source.remember_reinjection(&objects, &in_source, order);
     Ok(out.into_any())
 }
