@@ -201,7 +201,7 @@ impl EventIndex {
     /// (scattered), where the rebuild only reads the contiguous addresses
     /// of second objects. One difference: a slot whose second object's
     /// address another slot takes is left with none (one by one, it keeps
-    /// the address unlisted), as is one whose address a first object has.
+    /// the address unlisted), as is one whose address was unlisted before.
     ///
     /// `stale_firsts` says whether a first-object address may name an
     /// object that died (one held weakly): when it cannot, a live new
@@ -235,16 +235,9 @@ impl EventIndex {
                 *ptr = 0;
             }
         }
-        // So does one whose address a pair gives (its object died).
-        for &(_, ptr) in pairs {
-            let alias = &self.alias;
-            if let Some(s) = self.by_alias.find(ptr, |s| alias[s as usize]) {
-                // The table is rebuilt below: the entry is not removed.
-                self.alias[s as usize] = 0;
-            }
-        }
         // The other slots keep theirs; the pairs' slots get theirs one by
-        // one, as `bind_alias` gives them, in the table rebuilt.
+        // one, as `bind_alias` gives them, in the table rebuilt (a slot whose
+        // address a pair gives loses it there).
         for &(slot, _) in pairs {
             self.alias[slot as usize] = 0;
         }
