@@ -96,12 +96,11 @@ struct Tracked {
     /// the first summary read, forgotten when the slot is bound anew.
     plain: FastMap<Slot, EventView>,
     /// What the summaries of a compaction slot take from the stored
-    /// original bound to it (see `summary::Source`: timestamp, content,
-    /// branch, scope, invocation id, actions), read when it is first deep
-    /// copied: a session copy's summaries are then built from these and the
-    /// copies of `actions` and `content` the deep copy's memo names, without
-    /// reading the copy (see [`index_copied`]). Forgotten when the slot is
-    /// bound anew.
+    /// original it holds strongly (see `summary::Source`: timestamp,
+    /// content, branch, scope, invocation id, actions), read when its first
+    /// summary is built ([`Loaded::primary_values`]): the summary of the
+    /// original and of its copies (see [`Origin::Primary`]). Forgotten when
+    /// the slot is bound anew or its values change.
     sources: FastMap<Slot, summary::HeldSource>,
     /// The last `apply_rewinds` on this session through the index, to
     /// answer the next one on the same list, or on it extended (see
@@ -126,7 +125,7 @@ struct Tracked {
     /// Bumped whenever what a slot stores changes, so a remembered result
     /// is only reused over unchanged views. (Binding a slot to another
     /// object of equal values does not bump it: a remembered result checks
-    /// each of its objects is still bound, see [`prefix_holds`]; the stored
+    /// each of its objects is still bound, see [`Seen::begin`]; the stored
     /// original a session service copies is bound so in every invocation.)
     generation: u64,
     /// The addresses of the last list read directly, as a one-hash bitmap
@@ -139,7 +138,7 @@ struct Tracked {
     /// copies, a slot bound anew (its object no longer held or watched).
     /// While it has not moved, an object a remembered result named is
     /// alive, so an item at its address is that object: the result's
-    /// objects are then compared by address alone (see [`prefix_holds`]).
+    /// objects are then compared by address alone (see [`Seen::begin`]).
     deaths: Arc<AtomicU64>,
     /// The weak references' callback that bumps `deaths`, made once.
     obituary: Option<Py<Obituary>>,
@@ -174,11 +173,51 @@ impl Seen {
         self.addrs.len()
     }
 
-    /// Whether `list` begins with these objects over an unchanged index
-    /// (see [`prefix_holds`]).
+    /// Whether `list` begins with these objects, each still bound to its
+    /// slot (a copy whose holder lives, or an object the slot is bound to),
+    /// over an unchanged index. When no object can have died since they
+    /// were known bound (`deaths`, see `Tracked::deaths`), each is still
+    /// alive, so an item at its address is it: only addresses are compared.
+    /// After a full check, `deaths` is the count now.
     fn begin(&mut self, t: &Tracked, list: &Bound<'_, PyList>) -> bool {
-        self.generation == t.generation
-            && prefix_holds(t, list, &self.addrs, &self.slots, &mut self.deaths)
+        if self.generation != t.generation || list.len() < self.len() {
+            return false;
+        }
+        let now = t.deaths();
+        if self.deaths == now {
+            return self
+                .addrs
+                .iter()
+                .enumerate()
+                .all(|(i, &addr)| list_item(list, i) as usize == addr);
+        }
+        if !self.bound(t, list) {
+            return false;
+        }
+        self.deaths = now;
+        true
+    }
+
+    /// [`Seen::begin`] checking every object's binding.
+    fn bound(&self, t: &Tracked, list: &Bound<'_, PyList>) -> bool {
+        // Copies are bound by holder: each holder's liveness is looked up once.
+        let mut live_holder = 0;
+        for (i, (&addr, &slot)) in self.addrs.iter().zip(&self.slots).enumerate() {
+            let ptr = list_item(list, i);
+            if ptr as usize != addr {
+                return false;
+            }
+            let holder = t.alias_holder.get(slot as usize).copied().unwrap_or(0);
+            let copy_of_live_holder = holder != 0
+                && t.core.alias(slot) == addr
+                && (holder == live_holder || t.holder_alive(holder));
+            if copy_of_live_holder {
+                live_holder = holder;
+            } else if !t.bound(slot, ptr) {
+                return false;
+            }
+        }
+        true
     }
 
     /// The items of `list` after these objects, read with `need` and
@@ -1088,14 +1127,7 @@ impl<'py> Loaded<'py> {
                 None => return Ok(None),
             },
         };
-        Ok(Some(summary::Source {
-            timestamp: src.timestamp.bind(py).clone(),
-            content: src.content.bind(py).clone(),
-            branch: src.branch.bind(py).clone(),
-            scope: src.scope.bind(py).clone(),
-            invocation: src.invocation.bind(py).clone(),
-            actions: src.actions.bind(py).clone(),
-        }))
+        Ok(Some(src.bind(py)))
     }
 
     /// Starts loading what checking the cached summary of the compaction
@@ -1477,65 +1509,14 @@ fn same_reinjection(
     result
 }
 
-/// Whether `list` begins with the objects at `addrs`, each still bound to
-/// its slot in `slots` (a copy whose holder lives, or an object the slot is
-/// bound to): the objects a remembered result was computed from. When no
-/// object can have died since they were known bound (`deaths`, see
-/// `Tracked::deaths`), each is still alive, so an item at its address is
-/// it: only addresses are compared. After a full check, `deaths` is the
-/// count now.
-fn prefix_holds(
-    t: &Tracked,
-    list: &Bound<'_, PyList>,
-    addrs: &[usize],
-    slots: &[Slot],
-    deaths: &mut u64,
-) -> bool {
-    if list.len() < addrs.len() {
-        return false;
-    }
-    let now = t.deaths();
-    if *deaths == now {
-        return addrs
-            .iter()
-            .enumerate()
-            .all(|(i, &addr)| list_item(list, i) as usize == addr);
-    }
-    if !prefix_bound(t, list, addrs, slots) {
-        return false;
-    }
-    *deaths = now;
-    true
-}
-
-/// [`prefix_holds`] checking every object's binding.
-fn prefix_bound(t: &Tracked, list: &Bound<'_, PyList>, addrs: &[usize], slots: &[Slot]) -> bool {
-    // Copies are bound by holder: each holder's liveness is looked up once.
-    let mut live_holder = 0;
-    for (i, (&addr, &slot)) in addrs.iter().zip(slots).enumerate() {
-        let ptr = list_item(list, i);
-        if ptr as usize != addr {
-            return false;
-        }
-        let holder = t.alias_holder.get(slot as usize).copied().unwrap_or(0);
-        let copy_of_live_holder = holder != 0
-            && t.core.alias(slot) == addr
-            && (holder == live_holder || t.holder_alive(holder));
-        if copy_of_live_holder {
-            live_holder = holder;
-        } else if !t.bound(slot, ptr) {
-            return false;
-        }
-    }
-    true
-}
-
 /// Prompt filtering of `list` from the session's last one: when `list`
 /// holds the last call's objects (still bound to the same slots, over an
-/// unchanged index) followed by events that [`Extension::extend`] accepts
-/// (no compaction, uncovered, in order after the last item; resolved as
-/// any call resolves its list), the last result followed by them, with the
-/// list loaded for materializing summaries (objects and slots, no views).
+/// unchanged index) followed by new events (resolved as any call resolves
+/// its list), the last result followed by them where [`Extension::extend`]
+/// accepts them (no compaction, uncovered, in order after the last item),
+/// else merged into it ([`filter::extend_with_compactions`]); with the
+/// items the result names loaded for materializing summaries (objects and
+/// slots, no views).
 pub fn filter_again<'py>(
     list: &Bound<'py, PyList>,
     need: Need,
@@ -1568,7 +1549,7 @@ pub fn filter_again<'py>(
     // Only the items the result names are taken (raw events handed back,
     // compaction events whose summaries are handed out): the others, most
     // of a compacted session, stay untouched, `None` in their place. No
-    // Python code ran since `prefix_holds` compared them, so the list still
+    // Python code ran since `Seen::begin` compared them, so the list still
     // holds what it compared.
     let mut needed = vec![false; list.len()];
     for &(Item::Raw(i) | Item::Summary(i)) in &items {

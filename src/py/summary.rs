@@ -226,6 +226,20 @@ pub struct Source<T> {
 /// The values held across calls (see `index::Tracked::sources`).
 pub type HeldSource = Source<Py<PyAny>>;
 
+impl HeldSource {
+    /// The values, borrowed for a call.
+    pub fn bind<'py>(&self, py: Python<'py>) -> Source<Bound<'py, PyAny>> {
+        Source {
+            timestamp: self.timestamp.bind(py).clone(),
+            content: self.content.bind(py).clone(),
+            branch: self.branch.bind(py).clone(),
+            scope: self.scope.bind(py).clone(),
+            invocation: self.invocation.bind(py).clone(),
+            actions: self.actions.bind(py).clone(),
+        }
+    }
+}
+
 impl<'py> Source<Bound<'py, PyAny>> {
     /// The values, held.
     pub fn unbind(self) -> HeldSource {
