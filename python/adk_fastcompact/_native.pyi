@@ -107,6 +107,9 @@ def index_stats() -> dict[str, object]:
       thread keeps for its next calls: at most two, of up to 16,384 views),
       `prefetch` (whether reads of cold objects start their loads ahead:
       CPython 3.11 / 3.12 GIL builds, unless `ADK_FASTCOMPACT_PREFETCH` is
+      `false`), `direct_fields` (whether model fields are read at their
+      entry position in the instance dict instead of by a lookup: the
+      same interpreters, unless `ADK_FASTCOMPACT_DIRECT_FIELDS` is
       `false`), and counters since the start: `by_identity` (items recognised as the
       object a slot is bound to), `by_id` (new objects of known events),
       `read` (new events), `changed` (stored values that a new object

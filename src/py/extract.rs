@@ -9,6 +9,7 @@
 //! timestamps) declines, and the caller falls back to google-adk's own code.
 
 use super::error::{Extracted, Outcome};
+use super::fields::Fields;
 use super::prefetch;
 use crate::core::hash::FastMap;
 use crate::core::{CompactionView, EventView, Span, Sym};
@@ -92,14 +93,47 @@ pub fn event_dict<'py>(obj: &Bound<'py, PyAny>) -> Extracted<Option<Bound<'py, P
     model_dict(obj, &t.event, "not an Event").map(Some)
 }
 
-/// `dict[key]`; a missing key declines (a model built without the field).
+/// The fields extraction reads, each with its entry-position slot in
+/// [`Fields`] (the same key always with the same slot).
+#[derive(Clone, Copy)]
+enum F {
+    Timestamp,
+    Invocation,
+    Scope,
+    LongRunning,
+    Author,
+    Usage,
+    Actions,
+    Content,
+    PromptTokens,
+    Rewind,
+    Compaction,
+    Confirmations,
+    AuthConfigs,
+    Parts,
+    Call,
+    Response,
+    CallId,
+    CallName,
+    ResponseId,
+    Start,
+    End,
+    Compacted,
+}
+
+/// `dict[key]`, borrowed (used before any Python code runs); a missing key
+/// declines (a model built without the field).
 #[inline]
-fn field<'py>(
-    dict: &Bound<'py, PyDict>,
+fn field<'a, 'py>(
+    fields: &mut Fields,
+    dict: &'a Bound<'py, PyDict>,
     key: &Bound<'py, PyString>,
+    slot: F,
     what: &'static str,
-) -> Extracted<Bound<'py, PyAny>> {
-    dict.get_item(key)?.ok_or(Outcome::Decline(what))
+) -> Extracted<Borrowed<'a, 'py, PyAny>> {
+    fields
+        .get(dict, key, slot as usize)?
+        .ok_or(Outcome::Decline(what))
 }
 
 /// A float field: exactly `float` (Python compares ints and floats exactly,
@@ -132,6 +166,9 @@ fn optional_float(value: &Bound<'_, PyAny>, what: &'static str) -> Extracted<Opt
 pub struct Interner {
     by_text: FastMap<Box<str>, Sym>,
     by_ptr: FastMap<usize, Sym>,
+    /// The last string asked for (address, symbol): consecutive events of
+    /// one invocation ask for the same invocation id.
+    last: (usize, Sym),
 }
 
 /// The symbol of the empty string.
@@ -144,6 +181,7 @@ impl Default for Interner {
         Interner {
             by_text,
             by_ptr: FastMap::default(),
+            last: (0, EMPTY),
         }
     }
 }
@@ -153,11 +191,13 @@ impl Interner {
     /// caller holds the strings, which is one call.
     pub fn begin_call(&mut self) {
         self.by_ptr.clear();
+        self.last = (0, EMPTY);
     }
 
     /// Frees the address cache's table (kept empty between calls).
     pub fn shrink(&mut self) {
         self.by_ptr = FastMap::default();
+        self.last = (0, EMPTY);
     }
 
     /// Bytes held (maps at their bucket count, texts at their length).
@@ -178,7 +218,11 @@ impl Interner {
     /// The symbol of an exact `str` (the empty string included).
     pub fn key(&mut self, value: &Bound<'_, PyAny>, what: &'static str) -> Extracted<Sym> {
         let ptr = value.as_ptr() as usize;
+        if ptr == self.last.0 {
+            return Ok(self.last.1);
+        }
         if let Some(&sym) = self.by_ptr.get(&ptr) {
+            self.last = (ptr, sym);
             return Ok(sym);
         }
         let s = value
@@ -196,6 +240,7 @@ impl Interner {
             }
         };
         self.by_ptr.insert(ptr, sym);
+        self.last = (ptr, sym);
         Ok(sym)
     }
 
@@ -280,6 +325,8 @@ pub struct Extractor<'py> {
     pub interner: Interner,
     /// Arena of function-call / response id symbols the views' spans index.
     pub ids: Vec<Sym>,
+    /// Where each field was found last in the dicts read.
+    fields: Fields,
 }
 
 impl<'py> Extractor<'py> {
@@ -296,6 +343,7 @@ impl<'py> Extractor<'py> {
             types: types(py)?,
             interner,
             ids: Vec::new(),
+            fields: Fields::new(py),
         })
     }
 
@@ -309,6 +357,7 @@ impl<'py> Extractor<'py> {
             types,
             interner: std::mem::take(interner),
             ids: Vec::new(),
+            fields: Fields::new(py),
         })
     }
 
@@ -387,36 +436,55 @@ impl<'py> Extractor<'py> {
         prefetch::tables(&s.dicts);
         s.keys.clear();
         if need.timestamp {
-            s.keys.push(intern!(py, "timestamp"));
+            s.keys
+                .push((intern!(py, "timestamp"), F::Timestamp as usize));
         }
         if need.pairing {
-            s.keys.push(intern!(py, "long_running_tool_ids"));
+            s.keys.push((
+                intern!(py, "long_running_tool_ids"),
+                F::LongRunning as usize,
+            ));
         }
         if need.invocation {
-            s.keys.push(intern!(py, "invocation_id"));
+            s.keys
+                .push((intern!(py, "invocation_id"), F::Invocation as usize));
         }
         if need.window {
-            s.keys.push(intern!(py, "isolation_scope"));
+            s.keys
+                .push((intern!(py, "isolation_scope"), F::Scope as usize));
         }
         if need.usage {
-            s.keys.push(intern!(py, "author"));
-            s.keys.push(intern!(py, "usage_metadata"));
+            s.keys.push((intern!(py, "author"), F::Author as usize));
+            s.keys
+                .push((intern!(py, "usage_metadata"), F::Usage as usize));
         }
         if need.compaction || need.rewind || need.window || need.pairing {
-            s.keys.push(intern!(py, "actions"));
+            s.keys.push((intern!(py, "actions"), F::Actions as usize));
         }
         if need.parts {
-            s.keys.push(intern!(py, "content"));
+            s.keys.push((intern!(py, "content"), F::Content as usize));
         }
-        prefetch::values(&s.dicts, &s.keys);
+        prefetch::values(&s.dicts, &s.keys, &self.fields);
         // Stage 2: top-level fields.
         for (i, dict) in s.dicts.iter().enumerate() {
             if need.timestamp {
-                let value = field(dict, intern!(py, "timestamp"), "timestamp")?;
+                let value = field(
+                    &mut self.fields,
+                    dict,
+                    intern!(py, "timestamp"),
+                    F::Timestamp,
+                    "timestamp",
+                )?;
                 views[i].timestamp = float_value(&value, "timestamp")?;
             }
             if need.invocation {
-                let value = field(dict, intern!(py, "invocation_id"), "invocation_id")?;
+                let value = field(
+                    &mut self.fields,
+                    dict,
+                    intern!(py, "invocation_id"),
+                    F::Invocation,
+                    "invocation_id",
+                )?;
                 views[i].invocation = if need.window {
                     self.interner.truthy_str(&value, "invocation_id")?
                 } else {
@@ -424,15 +492,28 @@ impl<'py> Extractor<'py> {
                 };
             }
             if need.window {
-                let scope = field(dict, intern!(py, "isolation_scope"), "isolation_scope")?;
+                let scope = field(
+                    &mut self.fields,
+                    dict,
+                    intern!(py, "isolation_scope"),
+                    F::Scope,
+                    "isolation_scope",
+                )?;
                 views[i].scope = self.interner.nullable(&scope, "isolation_scope")?;
             }
             if need.pairing {
-                let long_running =
-                    field(dict, intern!(py, "long_running_tool_ids"), "long_running")?;
+                let long_running = field(
+                    &mut self.fields,
+                    dict,
+                    intern!(py, "long_running_tool_ids"),
+                    F::LongRunning,
+                    "long_running",
+                )?;
                 if !long_running.is_none() {
+                    // Owned: iterating it allocates an iterator.
                     let set = long_running
-                        .cast_exact::<PySet>()
+                        .to_owned()
+                        .cast_into_exact::<PySet>()
                         .map_err(|_| Outcome::Decline("long_running"))?;
                     let start = self.ids.len() as u32;
                     for id in set.iter() {
@@ -444,25 +525,49 @@ impl<'py> Extractor<'py> {
                 }
             }
             if need.usage {
-                let author = field(dict, intern!(py, "author"), "author")?;
+                let author = field(
+                    &mut self.fields,
+                    dict,
+                    intern!(py, "author"),
+                    F::Author,
+                    "author",
+                )?;
                 views[i].author = self.interner.optional(&author, "author")?;
-                let usage = field(dict, intern!(py, "usage_metadata"), "usage_metadata")?;
+                let usage = field(
+                    &mut self.fields,
+                    dict,
+                    intern!(py, "usage_metadata"),
+                    F::Usage,
+                    "usage_metadata",
+                )?;
                 if !usage.is_none() {
-                    s.usages.push((i, usage));
+                    s.usages.push((i, usage.to_owned()));
                 }
             }
             if need.compaction || need.rewind || need.window || need.pairing {
-                let actions = field(dict, intern!(py, "actions"), "actions")?;
+                let actions = field(
+                    &mut self.fields,
+                    dict,
+                    intern!(py, "actions"),
+                    F::Actions,
+                    "actions",
+                )?;
                 if !actions.is_none() {
-                    s.inner.push((i, actions));
+                    s.inner.push((i, actions.to_owned()));
                 } else if need.window {
                     return Err(Outcome::Decline("actions is None"));
                 }
             }
             if need.parts {
-                let content = field(dict, intern!(py, "content"), "content")?;
+                let content = field(
+                    &mut self.fields,
+                    dict,
+                    intern!(py, "content"),
+                    F::Content,
+                    "content",
+                )?;
                 if !content.is_none() {
-                    s.contents.push((i, content));
+                    s.contents.push((i, content.to_owned()));
                 }
             }
         }
@@ -476,8 +581,10 @@ impl<'py> Extractor<'py> {
             prefetch::tables(s.inner_dicts.iter().map(|(_, d)| d));
             for (i, usage) in s.inner_dicts.drain(..) {
                 let count = field(
+                    &mut self.fields,
                     &usage,
                     intern!(py, "prompt_token_count"),
+                    F::PromptTokens,
                     "prompt_token_count",
                 )?;
                 if !count.is_none() {
@@ -502,32 +609,49 @@ impl<'py> Extractor<'py> {
         if need.compaction {
             prefetch::values(
                 s.inner_dicts.iter().map(|(_, d)| d),
-                &[intern!(py, "compaction")],
+                &[(intern!(py, "compaction"), F::Compaction as usize)],
+                &self.fields,
             );
         }
         // Stage 4: rewind target and compaction.
         for (i, actions) in s.inner_dicts.drain(..) {
             if need.rewind {
                 let target = field(
+                    &mut self.fields,
                     &actions,
                     intern!(py, "rewind_before_invocation_id"),
+                    F::Rewind,
                     "rewind",
                 )?;
                 views[i].rewind_before = self.interner.optional(&target, "rewind")?;
             }
             if need.compaction {
-                let c = field(&actions, intern!(py, "compaction"), "compaction")?;
+                let c = field(
+                    &mut self.fields,
+                    &actions,
+                    intern!(py, "compaction"),
+                    F::Compaction,
+                    "compaction",
+                )?;
                 if !c.is_none() {
-                    views[i].compaction = Some(compaction_view(&c, &t.compaction)?);
+                    // Owned: reading it may create its instance dict.
+                    let c = c.to_owned();
+                    views[i].compaction =
+                        Some(compaction_view(&mut self.fields, &c, &t.compaction)?);
                 }
             }
             if need.pairing {
                 let start = self.ids.len() as u32;
-                for key in [
-                    intern!(py, "requested_tool_confirmations"),
-                    intern!(py, "requested_auth_configs"),
+                for (key, slot) in [
+                    (
+                        intern!(py, "requested_tool_confirmations"),
+                        F::Confirmations,
+                    ),
+                    (intern!(py, "requested_auth_configs"), F::AuthConfigs),
                 ] {
-                    let pending = field(&actions, key, "pending")?;
+                    // Owned: listing its keys allocates.
+                    let pending =
+                        field(&mut self.fields, &actions, key, slot, "pending")?.to_owned();
                     if pending.is_none() {
                         continue;
                     }
@@ -554,14 +678,22 @@ impl<'py> Extractor<'py> {
         prefetch::tables(s.inner_dicts.iter().map(|(_, d)| d));
         prefetch::values(
             s.inner_dicts.iter().map(|(_, d)| d),
-            &[intern!(py, "parts")],
+            &[(intern!(py, "parts"), F::Parts as usize)],
+            &self.fields,
         );
         for (i, content) in s.inner_dicts.drain(..) {
-            let parts = field(&content, intern!(py, "parts"), "parts")?;
+            let parts = field(
+                &mut self.fields,
+                &content,
+                intern!(py, "parts"),
+                F::Parts,
+                "parts",
+            )?;
             if parts.is_none() {
                 continue;
             }
             let parts = parts
+                .to_owned()
                 .cast_into_exact::<PyList>()
                 .map_err(|_| Outcome::Decline("parts"))?;
             s.lists.push((i, parts));
@@ -582,15 +714,28 @@ impl<'py> Extractor<'py> {
         prefetch::values(
             s.inner_dicts.iter().map(|(_, d)| d),
             &[
-                intern!(py, "function_call"),
-                intern!(py, "function_response"),
+                (intern!(py, "function_call"), F::Call as usize),
+                (intern!(py, "function_response"), F::Response as usize),
             ],
+            &self.fields,
         );
         // Stage 7: calls and responses of each part.
         for (i, part) in s.inner_dicts.drain(..) {
-            let call = field(&part, intern!(py, "function_call"), "call")?;
-            let response = field(&part, intern!(py, "function_response"), "response")?;
-            s.parts.push((i, call, response));
+            let call = field(
+                &mut self.fields,
+                &part,
+                intern!(py, "function_call"),
+                F::Call,
+                "call",
+            )?;
+            let response = field(
+                &mut self.fields,
+                &part,
+                intern!(py, "function_response"),
+                F::Response,
+                "response",
+            )?;
+            s.parts.push((i, call.to_owned(), response.to_owned()));
         }
         prefetch::instance_dicts(
             s.parts
@@ -610,11 +755,23 @@ impl<'py> Extractor<'py> {
                     continue;
                 }
                 let call = model_dict(call, &t.function_call, "call")?;
-                let id = field(&call, intern!(py, "id"), "call id")?;
+                let id = field(
+                    &mut self.fields,
+                    &call,
+                    intern!(py, "id"),
+                    F::CallId,
+                    "call id",
+                )?;
                 if let Some(sym) = self.interner.optional(&id, "call id")? {
                     self.ids.push(sym);
                     if need.pairing {
-                        let name = field(&call, intern!(py, "name"), "call name")?;
+                        let name = field(
+                            &mut self.fields,
+                            &call,
+                            intern!(py, "name"),
+                            F::CallName,
+                            "call name",
+                        )?;
                         if is_client_function_name(&name)? {
                             s.hitl.push(sym);
                         }
@@ -627,12 +784,24 @@ impl<'py> Extractor<'py> {
                     continue;
                 }
                 if !views[i].has_responses && !need.timestamp {
-                    let value = field(&s.dicts[i], intern!(py, "timestamp"), "timestamp")?;
+                    let value = field(
+                        &mut self.fields,
+                        &s.dicts[i],
+                        intern!(py, "timestamp"),
+                        F::Timestamp,
+                        "timestamp",
+                    )?;
                     views[i].timestamp = float_value(&value, "timestamp")?;
                 }
                 views[i].has_responses = true;
                 let response = model_dict(response, &t.function_response, "response")?;
-                let id = field(&response, intern!(py, "id"), "response id")?;
+                let id = field(
+                    &mut self.fields,
+                    &response,
+                    intern!(py, "id"),
+                    F::ResponseId,
+                    "response id",
+                )?;
                 if let Some(sym) = self.interner.optional(&id, "response id")? {
                     self.ids.push(sym);
                 }
@@ -676,8 +845,8 @@ struct Scratch<'py> {
     usages: Vec<(usize, Bound<'py, PyAny>)>,
     /// `(event in chunk, content.parts)`.
     lists: Vec<(usize, Bound<'py, PyList>)>,
-    /// The fields a stage reads, to prefetch.
-    keys: Vec<&'py Bound<'py, PyString>>,
+    /// The fields a stage reads (with their [`F`] slots), to prefetch.
+    keys: Vec<(&'py Bound<'py, PyString>, usize)>,
 }
 
 impl Scratch<'_> {
@@ -723,15 +892,33 @@ fn is_client_function_name(name: &Bound<'_, PyAny>) -> Extracted<bool> {
 }
 
 /// `actions.compaction` (known not to be `None`).
-fn compaction_view(c: &Bound<'_, PyAny>, ty: &Py<PyType>) -> Extracted<CompactionView> {
+fn compaction_view(
+    fields: &mut Fields,
+    c: &Bound<'_, PyAny>,
+    ty: &Py<PyType>,
+) -> Extracted<CompactionView> {
     let py = c.py();
     let c = model_dict(c, ty, "compaction")?;
+    let start = field(
+        fields,
+        &c,
+        intern!(py, "start_timestamp"),
+        F::Start,
+        "start",
+    )?;
+    let start = optional_float(&start, "start")?;
+    let end = field(fields, &c, intern!(py, "end_timestamp"), F::End, "end")?;
+    let end = optional_float(&end, "end")?;
+    let content = field(
+        fields,
+        &c,
+        intern!(py, "compacted_content"),
+        F::Compacted,
+        "content",
+    )?;
     Ok(CompactionView {
-        start: optional_float(
-            &field(&c, intern!(py, "start_timestamp"), "start")?,
-            "start",
-        )?,
-        end: optional_float(&field(&c, intern!(py, "end_timestamp"), "end")?, "end")?,
-        has_content: !field(&c, intern!(py, "compacted_content"), "content")?.is_none(),
+        start,
+        end,
+        has_content: !content.is_none(),
     })
 }

@@ -4,6 +4,7 @@
 mod analysis;
 mod error;
 mod extract;
+mod fields;
 mod filter;
 mod index;
 mod prefetch;

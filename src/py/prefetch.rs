@@ -31,6 +31,8 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyList, PyListMethods, PyString};
 
+use super::fields::Fields;
+
 /// Asks the CPU to start loading the cache line at `ptr` (a hint: never
 /// faults, does nothing where unsupported).
 #[inline(always)]
@@ -242,24 +244,33 @@ pub(crate) fn tables<'a, 'py: 'a>(dicts: impl IntoIterator<Item = &'a Bound<'py,
     }
 }
 
-/// Starts loading the values of `keys` in each of `dicts` (exact dicts whose
-/// tables are loaded or in flight): the value's header, and its instance
-/// dict's pointer. The lookups take no reference and read no value.
+/// Starts loading the values of `keys` (each with its [`Fields`] slot) in
+/// each of `dicts` (exact dicts whose tables are loaded or in flight): the
+/// value's header, and its instance dict's pointer. The value is found at
+/// the field's last entry position where `fields` reads entries, else by a
+/// lookup; no reference is taken and no value read.
 pub(crate) fn values<'a, 'py: 'a>(
     dicts: impl IntoIterator<Item = &'a Bound<'py, PyDict>>,
-    keys: &[&Bound<'py, PyString>],
+    keys: &[(&Bound<'py, PyString>, usize)],
+    fields: &Fields,
 ) {
     for dict in when_usable(dicts) {
-        for key in keys {
-            // SAFETY: a live dict and a live exact `str` key (hashing it
-            // runs no Python code); the result is borrowed and only its
-            // address is used. A failed lookup (none can, with a `str`
-            // key) is cleared.
-            let value = unsafe { ffi::PyDict_GetItemWithError(dict.as_ptr(), key.as_ptr()) };
-            if value.is_null() {
-                // SAFETY: clearing a possible error indicator is always valid.
-                unsafe { ffi::PyErr_Clear() };
+        for &(key, slot) in keys {
+            let value = if fields.direct() {
+                fields.peek(dict, key, slot)
             } else {
+                // SAFETY: a live dict and a live exact `str` key (hashing it
+                // runs no Python code); the result is borrowed and only its
+                // address is used. A failed lookup (none can, with a `str`
+                // key) is cleared.
+                let value = unsafe { ffi::PyDict_GetItemWithError(dict.as_ptr(), key.as_ptr()) };
+                if value.is_null() {
+                    // SAFETY: clearing a possible error indicator is always valid.
+                    unsafe { ffi::PyErr_Clear() };
+                }
+                value
+            };
+            if !value.is_null() {
                 object(value);
             }
         }
