@@ -231,15 +231,19 @@ impl Interner {
         // Strings with lone surrogates cannot be borrowed as UTF-8; rare
         // enough to leave to the reference implementation.
         let text = s.to_str().map_err(|_| Outcome::Decline(what))?;
+        // Only a string's first object is remembered by address: the
+        // objects that repeat are mostly one per text (an invocation id
+        // shared by the invocation's events), while texts like an author
+        // come in an object per event, which would only fill the table.
         let sym = match self.by_text.get(text) {
             Some(&sym) => sym,
             None => {
                 let sym = self.by_text.len() as Sym;
                 self.by_text.insert(text.into(), sym);
+                self.by_ptr.insert(ptr, sym);
                 sym
             }
         };
-        self.by_ptr.insert(ptr, sym);
         self.last = (ptr, sym);
         Ok(sym)
     }

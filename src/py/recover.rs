@@ -6,6 +6,7 @@ use super::index::{load, recover_again, recover_same, SUMMARY_BIT};
 use crate::core::guarded;
 use crate::core::hash::FastMap;
 use crate::core::recover::{self, Recovered};
+use crate::core::EventView;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 
@@ -64,6 +65,8 @@ fn run<'py>(
     // Whether each item is a source object (for remembering a
     // re-injection, see `Loaded::remember_reinjection`).
     let mut in_source = Vec::with_capacity(list.len());
+    // Positions of the items neither in the source nor cached summaries.
+    let mut unknown: Vec<usize> = Vec::new();
     // Checking a cached summary reads a few cold objects; their loads are
     // started some items ahead.
     const AHEAD: usize = 8;
@@ -126,11 +129,20 @@ fn run<'py>(
             }
             (None, None) => {
                 entries = None;
-                source.ex.event(&obj, need)?
+                unknown.push(k);
+                EventView::default()
             }
         };
         views.push(view);
         objects.push(obj);
+    }
+    // Items that are neither (summaries built for this call, mostly) are
+    // read together, staged as any batch is.
+    if !unknown.is_empty() {
+        let read: Vec<Bound<'py, PyAny>> = unknown.iter().map(|&k| objects[k].clone()).collect();
+        for (&k, view) in unknown.iter().zip(source.ex.views(&read, need)?) {
+            views[k] = view;
+        }
     }
     let ids = &source.ex.ids;
     let source_views = &source.views;

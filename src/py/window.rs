@@ -125,11 +125,12 @@ fn read_calls<'py>(
     indices: &[usize],
     need: Need,
 ) -> Extracted<()> {
-    for &i in indices {
-        if !full[i] {
-            views[i] = ex.event(&objects[i], need)?;
-            full[i] = true;
-        }
+    let todo: Vec<usize> = indices.iter().copied().filter(|&i| !full[i]).collect();
+    // Read together, staged as any batch is.
+    let read: Vec<Bound<'py, PyAny>> = todo.iter().map(|&i| objects[i].clone()).collect();
+    for (&i, view) in todo.iter().zip(ex.views(&read, need)?) {
+        views[i] = view;
+        full[i] = true;
     }
     Ok(())
 }
