@@ -185,11 +185,14 @@ impl Seen {
         }
         let now = t.deaths();
         if self.deaths == now {
-            return self
-                .addrs
-                .iter()
-                .enumerate()
-                .all(|(i, &addr)| list_item(list, i) as usize == addr);
+            return match super::prefetch::item_addresses(list) {
+                Some(items) => items[..self.len()] == self.addrs[..],
+                None => self
+                    .addrs
+                    .iter()
+                    .enumerate()
+                    .all(|(i, &addr)| list_item(list, i) as usize == addr),
+            };
         }
         if !self.bound(t, list) {
             return false;

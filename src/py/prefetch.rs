@@ -84,6 +84,22 @@ pub(crate) fn list_items<'py>(list: &Bound<'py, PyList>) -> Vec<Bound<'py, PyAny
         // PyList_GetItem returns a borrowed reference.
         unsafe { ffi::PyList_GetItem(list.as_ptr(), i as ffi::Py_ssize_t) }
     };
+    if let Some(items) = item_addresses(list) {
+        // The item array read once (no Python code runs below).
+        let ptr = |i: usize| items[i] as *mut ffi::PyObject;
+        for i in 0..AHEAD.min(n) {
+            object(ptr(i));
+        }
+        let mut out = Vec::with_capacity(n);
+        for i in 0..n {
+            if i + AHEAD < n {
+                object(ptr(i + AHEAD));
+            }
+            // SAFETY: a live item of `list`, borrowed, owned here.
+            out.push(unsafe { Bound::from_borrowed_ptr(py, ptr(i)) });
+        }
+        return out;
+    }
     for i in 0..AHEAD.min(n) {
         object(item(i));
     }
@@ -274,6 +290,32 @@ pub(crate) fn values<'a, 'py: 'a>(
                 object(value);
             }
         }
+    }
+}
+
+/// The addresses of `list`'s items, read from its item array where the
+/// layout is proved (else `None`: read them through the API). The caller
+/// must run no Python code while it holds the slice (nothing can resize
+/// the list meanwhile).
+pub(crate) fn item_addresses<'a>(list: &'a Bound<'_, PyList>) -> Option<&'a [usize]> {
+    if !usable(list.py()) {
+        return None;
+    }
+    let n = list.len();
+    if n == 0 {
+        return Some(&[]);
+    }
+    // SAFETY: a live exact-or-subclass list (its struct starts as
+    // `PyListObject`), whose `ob_item` on the admitted versions points at
+    // `n` item pointers; pointers and `usize` share size and alignment.
+    unsafe {
+        let items = std::ptr::read(
+            list.as_ptr()
+                .cast::<u8>()
+                .add(OB_ITEM)
+                .cast::<*const usize>(),
+        );
+        Some(std::slice::from_raw_parts(items, n))
     }
 }
 
