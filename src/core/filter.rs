@@ -229,10 +229,19 @@ pub fn summaries_in_creation_order(items: &[Item]) -> Vec<usize> {
 /// compaction's content), so only these differences need measuring.
 pub fn presence_diff(events: &[EventView], extra: EventView) -> Result<PresenceDiff, CoreError> {
     let mut before = process_compaction_events(events)?;
-    let mut with_extra = Vec::with_capacity(events.len() + 1);
-    with_extra.extend_from_slice(events);
-    with_extra.push(extra);
-    let mut after = process_compaction_events(&with_extra)?;
+    // The history with `extra` from the one without it (its items, not
+    // all the events again; see `extend_with_compactions`), or in full
+    // where that declines (a NaN sort key: the full filtering fails alike).
+    let extended = extend_with_compactions(&before, |i| events[i], &[extra], events.len());
+    let mut after = match extended {
+        Some((items, _)) => items,
+        None => {
+            let mut with_extra = Vec::with_capacity(events.len() + 1);
+            with_extra.extend_from_slice(events);
+            with_extra.push(extra);
+            process_compaction_events(&with_extra)?
+        }
+    };
     let key = |item: &Item| match *item {
         Item::Raw(i) => (i, 0u8),
         Item::Summary(i) => (i, 1u8),

@@ -3,7 +3,8 @@
 
 use super::event::{CompactionView, EventView, Sym};
 use super::filter::{
-    extend_with_compactions, process_compaction_events, process_extensibly, Coverage, Item,
+    extend_with_compactions, presence_diff, process_compaction_events, process_extensibly,
+    Coverage, Item,
 };
 use super::ranges::{compaction_ranges, survivors};
 use super::recover::{recover_compacted_function_calls, Calls, Recovered};
@@ -141,6 +142,35 @@ proptest! {
         let mut expected = apply_rewinds(&events);
         expected.extend(events.len()..all.len());
         prop_assert_eq!(apply_rewinds(&all), expected);
+    }
+
+    /// The presence diff of one more event: the items of the filtering
+    /// without it that the filtering with it lacks, and the other way
+    /// round (each in index order), and the summaries both materialize.
+    #[test]
+    fn presence_diff_is_the_difference_of_both_filterings(
+        events in prop::collection::vec(event(), 0..40),
+        extra in event(),
+    ) {
+        let mut all = events.clone();
+        all.push(extra);
+        let (Ok(before), Ok(after)) = (process_compaction_events(&events), process_compaction_events(&all)) else {
+            prop_assert!(presence_diff(&events, extra).is_err());
+            return Ok(());
+        };
+        let key = |item: &Item| match *item {
+            Item::Raw(i) => (i, 0u8),
+            Item::Summary(i) => (i, 1u8),
+        };
+        let mut removed: Vec<Item> = before.iter().copied().filter(|x| !after.contains(x)).collect();
+        let mut added: Vec<Item> = after.iter().copied().filter(|x| !before.contains(x)).collect();
+        removed.sort_unstable_by_key(key);
+        added.sort_unstable_by_key(key);
+        let summaries = |items: &[Item]| items.iter().filter(|i| matches!(i, Item::Summary(_))).count();
+        let diff = presence_diff(&events, extra).unwrap();
+        prop_assert_eq!(diff.removed, removed);
+        prop_assert_eq!(diff.added, added);
+        prop_assert_eq!(diff.materialized, summaries(&before) + summaries(&after));
     }
 
     /// What the index's filtering memo relies on: when `Extension` says a

@@ -264,11 +264,18 @@ fn price<'py>(
     live: &[usize],
     weightless: Option<EventView>,
 ) -> Extracted<Pricing<'py>> {
-    let live_views: Vec<EventView> = live.iter().map(|&i| views[i]).collect();
+    // The live events are usually all of them (no rewind, one scope).
+    let copied: Vec<EventView>;
+    let live_views: &[EventView] = if live.len() == views.len() {
+        views
+    } else {
+        copied = live.iter().map(|&i| views[i]).collect();
+        &copied
+    };
     let weightless = weightless.ok_or(Outcome::Decline("internal error"))?;
-    let diff = guarded(|| filter::presence_diff(&live_views, weightless))?;
+    let diff = guarded(|| filter::presence_diff(live_views, weightless))?;
     let (removed, added) = (diff.removed, diff.added);
-    let previous = ranges::compaction_ranges(&live_views)
+    let previous = ranges::compaction_ranges(live_views)
         .last()
         .map(|r| live[r.index]);
     let contents = |items: &[Item]| -> PyResult<Bound<'py, PyList>> {
