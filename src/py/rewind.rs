@@ -34,8 +34,24 @@ fn run<'py>(events: &Bound<'py, PyAny>) -> Extracted<Bound<'py, PyList>> {
                 .cast_into_exact::<PyList>()
                 .map_err(PyErr::from)?);
         }
-        let items = kept.iter().map(|&i| list.get_item(i as usize));
-        return Ok(PyList::new(py, items.collect::<PyResult<Vec<_>>>()?)?);
+        // Referenced before the new list is made (making it may run a
+        // collection, whose finalizers could change `list`).
+        let items: Vec<Bound<'py, PyAny>> = match super::prefetch::item_addresses(list) {
+            Some(addrs) => kept
+                .iter()
+                .map(|&i| {
+                    let ptr = addrs[i as usize] as *mut pyo3::ffi::PyObject;
+                    // SAFETY: a live item of `list` (no Python code runs
+                    // while the array is read), owned here.
+                    unsafe { Bound::from_borrowed_ptr(py, ptr) }
+                })
+                .collect(),
+            None => kept
+                .iter()
+                .map(|&i| list.get_item(i as usize))
+                .collect::<PyResult<_>>()?,
+        };
+        return Ok(PyList::new(py, items)?);
     }
     let mut loaded = load(events, need)?;
     let views = std::mem::take(&mut loaded.views);
