@@ -89,6 +89,18 @@ def test_objects_seen_once_are_read_directly_and_bound_when_seen_again() -> None
     assert delta(before, "read") == len(events)
 
 
+def test_recovery_reads_directly_what_filtering_just_read_directly() -> None:
+    # `_get_contents` recovers calls from the list it has just filtered: an
+    # invocation with one model call (fresh objects, used once) must not
+    # pay for binding them; the next model call's filtering binds them.
+    events = session()
+    before = _native.index_stats()
+    assert_same_filtering(events)
+    assert delta(before, "direct") == 2 and delta(before, "read") == 0
+    assert_same_filtering(events)
+    assert delta(before, "read") == len(events)
+
+
 def test_the_same_objects_are_recognised_without_reading() -> None:
     events = session()
     bind(events)

@@ -840,8 +840,10 @@ impl Tracked {
     /// a database-backed service's fresh Events on the second call of an
     /// invocation). Otherwise the call reads directly and remembers the
     /// list's addresses: objects seen once are cheaper to read than to bind.
-    /// (A false "seen" costs a binding, never a wrong view.)
-    fn worth_indexing(&mut self, list: &Bound<'_, PyList>) -> bool {
+    /// (A false "seen" costs a binding, never a wrong view.) Without
+    /// `bind_seen`, objects seen but not bound are read directly again and
+    /// stay remembered (see [`load_source`]).
+    fn worth_indexing(&mut self, list: &Bound<'_, PyList>, bind_seen: bool) -> bool {
         let sample = sample(list);
         let bound = sample
             .iter()
@@ -855,7 +857,7 @@ impl Tracked {
         }
         let seen = sample.iter().filter(|&&a| self.was_seen(a)).count();
         if 2 * seen >= sample.len() && !sample.is_empty() {
-            return true;
+            return bind_seen;
         }
         self.remember(list);
         false
@@ -1362,12 +1364,30 @@ impl Drop for Loaded<'_> {
 /// through the session's index when enabled and every event can be stored,
 /// otherwise directly.
 pub fn load<'py>(events: &Bound<'py, PyAny>, need: Need) -> Extracted<Loaded<'py>> {
+    load_with(events, need, true)
+}
+
+/// [`load`] for the source list of call recovery, which `_get_contents`
+/// passes right after filtering it: objects the filtering call read
+/// directly (seen once) are read directly again instead of being bound.
+/// The several model calls of an invocation still bind them at the next
+/// filtering call, while an invocation with one model call (a database
+/// service's fresh Events, used once) never pays for binding.
+pub fn load_source<'py>(events: &Bound<'py, PyAny>, need: Need) -> Extracted<Loaded<'py>> {
+    load_with(events, need, false)
+}
+
+fn load_with<'py>(
+    events: &Bound<'py, PyAny>,
+    need: Need,
+    bind_seen: bool,
+) -> Extracted<Loaded<'py>> {
     let py = events.py();
     let list = Extractor::list(events)?;
     if let Some(key) = session_key(list)? {
         if let Some(tracked) = checkout(&key) {
             let mut tracked = tracked;
-            if !tracked.worth_indexing(list) {
+            if !tracked.worth_indexing(list, bind_seen) {
                 // Objects seen neither now nor in the last call: most
                 // likely read once (a copy made for one call); binding
                 // them would cost more than reading them.

@@ -2,7 +2,7 @@
 
 use super::error::{finish, Extracted};
 use super::extract::{Extractor, Need};
-use super::index::{load, recover_again, recover_same, SUMMARY_BIT};
+use super::index::{load_source, recover_again, recover_same, SUMMARY_BIT};
 use crate::core::guarded;
 use crate::core::hash::FastMap;
 use crate::core::recover::{self, Recovered};
@@ -48,7 +48,7 @@ fn run<'py>(
             .into_any());
         }
     }
-    let mut source = load(source_events, need)?;
+    let mut source = load_source(source_events, need)?;
     // The filtered list holds the source's own objects in source order,
     // and summaries (of this session's cache, mostly): a cursor over the
     // source finds the former, the summary cache the latter; a map over
