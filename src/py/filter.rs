@@ -8,9 +8,11 @@ use super::summary;
 use super::window::Selected;
 use crate::core::filter::{self, Item};
 use crate::core::guarded;
+use crate::core::EventView;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString};
+use std::borrow::Cow;
 
 /// What prompt filtering reads of every event.
 const FILTER: Need = Need {
@@ -176,13 +178,13 @@ fn run_delta<'py>(
     let known = selected.and_then(|s| s.get().views_of(events));
     let mut batch = None;
     let mut fresh = None;
-    let (mut objects, views) = match known {
-        Some(known) => known,
+    let (mut objects, views): (_, Cow<'_, [EventView]>) = match known {
+        Some((objects, views)) => (objects, Cow::Borrowed(views)),
         None => {
             let loaded = batch.insert(load(events, need)?);
             (
                 std::mem::take(&mut loaded.objects),
-                std::mem::take(&mut loaded.views).into_vec(),
+                Cow::Owned(std::mem::take(&mut loaded.views).into_vec()),
             )
         }
     };

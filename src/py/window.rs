@@ -4,6 +4,7 @@ use super::error::{finish, Extracted, Outcome};
 use super::extract::{Extractor, Need};
 use super::filter::request_content;
 use super::index::load;
+use super::scratch::Views;
 use crate::core::filter::{self, Item};
 use crate::core::ranges;
 use crate::core::window::{self, SlidingWindow};
@@ -40,37 +41,32 @@ const FULL: Need = Need {
 pub struct Selected {
     list: Py<PyList>,
     objects: Vec<Py<PyAny>>,
-    views: Vec<EventView>,
+    /// The views of the list's events (the selection's own buffer when
+    /// every event is live, so nothing is copied).
+    views: Views,
 }
 
 impl Selected {
     fn new<'py>(
         list: &Bound<'py, PyList>,
         objects: &[Bound<'py, PyAny>],
-        views: &[EventView],
+        views: Views,
         idx: &[usize],
     ) -> Self {
         Selected {
             list: list.clone().unbind(),
             objects: idx.iter().map(|&i| objects[i].clone().unbind()).collect(),
-            // Only what prompt filtering reads (no spans into this call's arena).
-            views: idx
-                .iter()
-                .map(|&i| EventView {
-                    ident: views[i].ident,
-                    timestamp: views[i].timestamp,
-                    compaction: views[i].compaction,
-                    ..EventView::default()
-                })
-                .collect(),
+            views,
         }
     }
 
-    /// The views of `list`'s events, when it is the handed-out list unchanged.
+    /// The objects and views of `list`'s events, when it is the handed-out
+    /// list unchanged. The views' spans name an arena of the selection's
+    /// call: only their timestamps and compactions are to be read.
     pub fn views_of<'py>(
         &self,
         list: &Bound<'py, PyAny>,
-    ) -> Option<(Vec<Bound<'py, PyAny>>, Vec<EventView>)> {
+    ) -> Option<(Vec<Bound<'py, PyAny>>, &[EventView])> {
         let py = list.py();
         if !list.is(self.list.bind(py)) {
             return None;
@@ -84,23 +80,32 @@ impl Selected {
             .iter()
             .zip(&self.objects)
             .all(|(now, then)| now.is(then))
-            .then(|| (objects, self.views.clone()))
+            .then_some((objects, &self.views[..]))
     }
 }
 
 /// The list of `objects[idx]` a selection hands out, with its [`Selected`]
 /// handle when it will be priced (only a selection with something to
-/// compact is summarized and priced).
+/// compact is summarized and priced). `views` are the views of `objects`,
+/// kept by the handle when `idx` names them all.
 #[allow(clippy::type_complexity)]
 fn handed_out<'py>(
     py: Python<'py>,
     objects: &[Bound<'py, PyAny>],
-    views: &[EventView],
+    views: Views,
     idx: &[usize],
     priced: bool,
 ) -> PyResult<(Bound<'py, PyList>, Option<Bound<'py, Selected>>)> {
     let list = objects_of(py, objects, idx)?;
     let selected = if priced {
+        // `idx` is increasing: naming as many as there are, it names all.
+        let views = if idx.len() == views.len() {
+            views
+        } else {
+            let mut some = Views::with_capacity(idx.len());
+            some.extend(idx.iter().map(|&i| views[i]));
+            some
+        };
         Some(Bound::new(py, Selected::new(&list, objects, views, idx))?)
     } else {
         None
@@ -245,7 +250,7 @@ fn run_sliding<'py>(
         let weightless = window::weightless_compaction(&views, to_compact);
         Some(price(py, &objects, &views, &live, weightless)?)
     };
-    let (events, selected) = handed_out(py, &objects, &views, &live, pricing.is_some())?;
+    let (events, selected) = handed_out(py, &objects, views, &live, pricing.is_some())?;
     Ok((
         events,
         objects_of(py, &objects, to_compact)?,
@@ -403,7 +408,7 @@ fn run_token<'py>(
             window::weightless_over(stamps),
         )?)
     };
-    let (events, selected) = handed_out(py, &objects, &views, &scoped, pricing.is_some())?;
+    let (events, selected) = handed_out(py, &objects, views, &scoped, pricing.is_some())?;
     Ok((
         objects_of(py, &objects, &rewound)?,
         events,
