@@ -101,6 +101,22 @@ def test_recovery_reads_directly_what_filtering_just_read_directly() -> None:
     assert delta(before, "read") == len(events)
 
 
+def test_range_tuples_of_numbers_are_made_once() -> None:
+    # `(index, start, end)` of numbers is immutable: an equal tuple made for
+    # an earlier call is handed out again (not rebuilt per call), while a
+    # NaN bound is the caller's own object, as in google-adk.
+    events = session()
+    first, second = fc.get_compaction_ranges(events), fc.get_compaction_ranges(events)
+    assert first == second == ORIG_GET_COMPACTION_RANGES(events) and first
+    assert all(a is b for a, b in zip(first, second, strict=True))
+    nan = copy.deepcopy(events)
+    compaction = next(e for e in nan if e.actions.compaction).actions.compaction
+    compaction.end_timestamp = float("nan")
+    ours = fc.get_compaction_ranges(nan)
+    assert any(r[2] is compaction.end_timestamp for r in ours)
+    assert [r[0] for r in ours] == [r[0] for r in ORIG_GET_COMPACTION_RANGES(nan)]
+
+
 def test_the_same_objects_are_recognised_without_reading() -> None:
     events = session()
     bind(events)

@@ -2459,6 +2459,8 @@ fn views_of(
 pub fn index_clear() {
     let mut reg = registry();
     reg.sessions.clear();
+    drop(reg);
+    super::ranges::forget_tuples();
 }
 
 /// Turns the index on or off and sets how many sessions it keeps; omitted

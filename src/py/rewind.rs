@@ -1,6 +1,6 @@
 //! Binding of `core::rewind`.
 
-use super::error::{finish, Extracted};
+use super::error::{finish, Extracted, Outcome};
 use super::extract::Extractor;
 use super::extract::Need;
 use super::index::{load, rewinds_again};
@@ -34,28 +34,56 @@ fn run<'py>(events: &Bound<'py, PyAny>) -> Extracted<Bound<'py, PyList>> {
                 .cast_into_exact::<PyList>()
                 .map_err(PyErr::from)?);
         }
-        // Referenced before the new list is made (making it may run a
-        // collection, whose finalizers could change `list`).
-        let items: Vec<Bound<'py, PyAny>> = match super::prefetch::item_addresses(list) {
-            Some(addrs) => kept
-                .iter()
-                .map(|&i| {
-                    let ptr = addrs[i as usize] as *mut pyo3::ffi::PyObject;
-                    // SAFETY: a live item of `list` (no Python code runs
-                    // while the array is read), owned here.
-                    unsafe { Bound::from_borrowed_ptr(py, ptr) }
-                })
-                .collect(),
-            None => kept
-                .iter()
-                .map(|&i| list.get_item(i as usize))
-                .collect::<PyResult<_>>()?,
-        };
-        return Ok(PyList::new(py, items)?);
+        return kept_items(list, &kept);
     }
     let mut loaded = load(events, need)?;
     let views = std::mem::take(&mut loaded.views);
     let kept = py.detach(move || guarded(|| Ok(rewind::apply_rewinds(&views))))?;
     loaded.remember_rewinds(&kept);
     Ok(PyList::new(py, kept.iter().map(|&i| &loaded.objects[i]))?)
+}
+
+/// A new list of `list`'s items at `kept` (positions below its length).
+fn kept_items<'py>(list: &Bound<'py, PyList>, kept: &[u32]) -> Extracted<Bound<'py, PyList>> {
+    let py = list.py();
+    let Ok(len) = pyo3::ffi::Py_ssize_t::try_from(kept.len()) else {
+        return Err(Outcome::Decline("too many events"));
+    };
+    // SAFETY: a new list of `len` empty slots, owned here (NULL with an
+    // exception set on failure).
+    let out = unsafe { Bound::from_owned_ptr_or_err(py, pyo3::ffi::PyList_New(len))? }
+        .cast_into_exact::<PyList>()
+        .map_err(PyErr::from)?;
+    // Read after the new list exists: making it may have run a collection,
+    // whose finalizers could have changed `list`.
+    let n = list.len();
+    if kept.iter().any(|&i| i as usize >= n) {
+        return Err(Outcome::Decline("list changed"));
+    }
+    match super::prefetch::item_addresses(list) {
+        Some(addrs) => {
+            // Referencing writes each item's header: their loads are
+            // started some items ahead.
+            const AHEAD: usize = 16;
+            for (j, &i) in kept.iter().enumerate() {
+                if let Some(&ahead) = kept.get(j + AHEAD) {
+                    super::prefetch::prefetch(addrs[ahead as usize] as *const pyo3::ffi::PyObject);
+                }
+                let item = addrs[i as usize] as *mut pyo3::ffi::PyObject;
+                // SAFETY: a live item of `list` (no Python code runs in
+                // this loop); the new list takes the reference made here
+                // into its empty slot `j < len`.
+                unsafe {
+                    pyo3::ffi::Py_IncRef(item);
+                    pyo3::ffi::PyList_SetItem(out.as_ptr(), j as pyo3::ffi::Py_ssize_t, item);
+                }
+            }
+        }
+        None => {
+            for (j, &i) in kept.iter().enumerate() {
+                out.set_item(j, list.get_item(i as usize)?)?;
+            }
+        }
+    }
+    Ok(out)
 }
