@@ -66,7 +66,7 @@ fn run<'py>(
             (batch, items)
         }
     };
-    let mut summaries: Vec<Option<Bound<'py, PyAny>>> = vec![None; batch.objects.len()];
+    let mut summaries: Vec<Option<Bound<'py, PyAny>>> = vec![None; batch.len()];
     let order = filter::summaries_in_creation_order(&items);
     // Summaries built in Rust (only where ids are unobservable) all have one
     // size, measured on the first.
@@ -85,7 +85,12 @@ fn run<'py>(
         if let Some(&ahead) = order.get(k + AHEAD).filter(|_| reuse) {
             batch.prefetch_summary(ahead);
         }
-        let event = &batch.objects[index].clone();
+        // Every item's object is taken (see `filter_again`); a miss is our
+        // bug and hands the call to the reference implementation.
+        let event = &batch
+            .object(index)
+            .ok_or(Outcome::Decline("internal error"))?
+            .clone();
         let Some(author) = reuse_for else {
             summaries[index] = Some(make_summary.call1((event,))?);
             continue;
@@ -124,7 +129,7 @@ fn run<'py>(
     let mut out = Vec::with_capacity(items.len());
     for item in &items {
         out.push(match *item {
-            Item::Raw(i) => &batch.objects[i],
+            Item::Raw(i) => batch.object(i).ok_or(Outcome::Decline("internal error"))?,
             // Every summary index was materialized above; a miss is our bug
             // and hands the call to the reference implementation.
             Item::Summary(i) => summaries[i]

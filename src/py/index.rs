@@ -1036,10 +1036,37 @@ pub struct Loaded<'py> {
     pub ex: Extractor<'py>,
     /// The slot of each object (`Slot::MAX` when not stored).
     slots: Vec<Slot>,
+    /// When not empty, `objects` holds only some of the list's items and
+    /// this gives each position's place in it (`u32::MAX`: not taken; see
+    /// [`filter_again`]).
+    at: Vec<u32>,
     checkout: Option<(Box<str>, Tracked)>,
 }
 
 impl<'py> Loaded<'py> {
+    /// The object at position `i` of the list, when taken.
+    pub fn object(&self, i: usize) -> Option<&Bound<'py, PyAny>> {
+        if self.at.is_empty() {
+            return self.objects.get(i);
+        }
+        let k = *self.at.get(i)?;
+        self.objects.get(k as usize)
+    }
+
+    /// Positions in the list.
+    pub fn len(&self) -> usize {
+        if self.at.is_empty() {
+            self.objects.len()
+        } else {
+            self.at.len()
+        }
+    }
+
+    /// Whether `objects` holds every item (what remembering needs).
+    fn dense(&self) -> bool {
+        self.at.is_empty()
+    }
+
     /// The summaries this session's index holds, by the address of the
     /// summary Event (held by the cache, so the address names it).
     pub fn summaries_by_address(&self) -> FastMap<usize, Slot> {
@@ -1112,8 +1139,8 @@ impl<'py> Loaded<'py> {
         &mut self,
         i: usize,
     ) -> PyResult<Option<summary::Source<Bound<'py, PyAny>>>> {
-        let (Some((_, t)), Some(&slot), Some(obj)) =
-            (&mut self.checkout, self.slots.get(i), self.objects.get(i))
+        let obj = self.object(i).cloned();
+        let (Some((_, t)), Some(&slot), Some(obj)) = (&mut self.checkout, self.slots.get(i), obj)
         else {
             return Ok(None);
         };
@@ -1165,8 +1192,11 @@ impl<'py> Loaded<'py> {
         let (Some((_, tracked)), Some(&slot)) = (&self.checkout, self.slots.get(i)) else {
             return Ok(None);
         };
+        let Some(event) = self.object(i) else {
+            return Ok(None);
+        };
         match tracked.summaries.get(&slot) {
-            Some(summary) if summary.valid(tracked, slot, &self.objects[i], author)? => {
+            Some(summary) if summary.valid(tracked, slot, event, author)? => {
                 registry().counters.summaries_reused += 1;
                 Ok(Some(summary.event.bind(author.py()).clone()))
             }
@@ -1189,6 +1219,9 @@ impl<'py> Loaded<'py> {
         bytes: Option<usize>,
         from_primary: bool,
     ) -> PyResult<Option<usize>> {
+        let Some(compaction_event) = self.object(i).cloned() else {
+            return Ok(None);
+        };
         let (Some((key, tracked)), Some(&slot)) = (&mut self.checkout, self.slots.get(i)) else {
             return Ok(None);
         };
@@ -1212,7 +1245,7 @@ impl<'py> Loaded<'py> {
                         slot,
                     },
                 )?;
-                Origin::Object(weak_ref_with(&self.objects[i], reaper.as_any())?)
+                Origin::Object(weak_ref_with(&compaction_event, reaper.as_any())?)
             }
         };
         let bytes = match bytes {
@@ -1238,6 +1271,9 @@ impl<'py> Loaded<'py> {
     /// list, and what extending it needs, for [`filter_again`] (when every
     /// item is bound and the list is short enough to number).
     pub fn remember_filter(&mut self, items: &[Item], extension: Extension) {
+        if !self.dense() {
+            return;
+        }
         let Some((_, t)) = &mut self.checkout else {
             return;
         };
@@ -1264,6 +1300,9 @@ impl<'py> Loaded<'py> {
     /// remembered when a source item is unbound or a present response's
     /// latest call is absent.
     pub fn remember_recovery(&mut self, events: Vec<u32>) {
+        if !self.dense() {
+            return;
+        }
         let Some((_, t)) = &mut self.checkout else {
             return;
         };
@@ -1293,6 +1332,9 @@ impl<'py> Loaded<'py> {
     /// Remembers `ranges`, the result of `get_compaction_ranges` on this
     /// call's list, for [`ranges_again`] (when every item is bound).
     pub fn remember_ranges(&mut self, ranges: &[CompactionRange]) {
+        if !self.dense() {
+            return;
+        }
         let Some((_, t)) = &mut self.checkout else {
             return;
         };
@@ -1311,6 +1353,9 @@ impl<'py> Loaded<'py> {
         in_source: &[bool],
         result: Vec<Recovered>,
     ) {
+        if !self.dense() {
+            return;
+        }
         let Some((_, t)) = &mut self.checkout else {
             return;
         };
@@ -1339,6 +1384,9 @@ impl<'py> Loaded<'py> {
     /// Remembers `kept`, the result of `apply_rewinds` on this call's list,
     /// for [`rewinds_again`] (when every item is bound).
     pub fn remember_rewinds(&mut self, kept: &[usize]) {
+        if !self.dense() {
+            return;
+        }
         let Some((_, t)) = &mut self.checkout else {
             return;
         };
@@ -1406,6 +1454,7 @@ fn load_with<'py>(
                         views,
                         ex,
                         slots,
+                        at: Vec::new(),
                         checkout: Some((key, tracked)),
                     });
                 }
@@ -1578,12 +1627,14 @@ pub fn filter_again<'py>(
     for &(Item::Raw(i) | Item::Summary(i)) in &items {
         needed[i] = true;
     }
+    let (objects, at) = super::prefetch::list_items_where(list, &needed);
     Ok(Some((
         Loaded {
-            objects: super::prefetch::list_items_where(list, &needed),
+            objects,
             views: Views::default(),
             ex,
             slots,
+            at,
             checkout: Some((key, t)),
         },
         items,
@@ -1765,6 +1816,7 @@ fn direct<'py>(list: &Bound<'py, PyList>, need: Need) -> Extracted<Loaded<'py>> 
         views: batch.views.into(),
         ex,
         slots: Vec::new(),
+        at: Vec::new(),
         checkout: None,
     })
 }

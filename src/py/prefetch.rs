@@ -115,11 +115,12 @@ pub(crate) fn list_items<'py>(list: &Bound<'py, PyList>) -> Vec<Bound<'py, PyAny
 }
 
 /// The items of `list` where `wanted` says so, each a new reference (their
-/// loads started some wanted items ahead), and `None` elsewhere.
+/// loads started some wanted items ahead), and each position's place among
+/// them (`u32::MAX` where not wanted).
 pub(crate) fn list_items_where<'py>(
     list: &Bound<'py, PyList>,
     wanted: &[bool],
-) -> Vec<Bound<'py, PyAny>> {
+) -> (Vec<Bound<'py, PyAny>>, Vec<u32>) {
     const AHEAD: usize = 16;
     let py = list.py();
     let n = list.len().min(wanted.len());
@@ -131,16 +132,17 @@ pub(crate) fn list_items_where<'py>(
     for &i in picked.iter().take(AHEAD) {
         object(item(i));
     }
-    let none = py.None().into_bound(py);
-    let mut out = vec![none; n];
+    let mut at = vec![u32::MAX; n];
+    let mut out = Vec::with_capacity(picked.len());
     for (k, &i) in picked.iter().enumerate() {
         if let Some(&ahead) = picked.get(k + AHEAD) {
             object(item(ahead));
         }
+        at[i] = k as u32;
         // SAFETY: a live item of `list` (see above), borrowed, owned here.
-        out[i] = unsafe { Bound::from_borrowed_ptr(py, item(i)) };
+        out.push(unsafe { Bound::from_borrowed_ptr(py, item(i)) });
     }
-    out
+    (out, at)
 }
 
 /// Whether the loads of cold objects are started ahead on this
