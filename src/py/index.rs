@@ -142,6 +142,11 @@ struct Tracked {
     deaths: Arc<AtomicU64>,
     /// The weak references' callback that bumps `deaths`, made once.
     obituary: Option<Py<Obituary>>,
+    /// The death count at which every weakly bound object was alive (see
+    /// [`Tracked::settle`]): while `deaths` has not moved from it, an item
+    /// at a weakly bound slot's address is that slot's object, without
+    /// asking its weak reference.
+    alive_at: Option<u64>,
 }
 
 /// The objects a remembered result was computed from: their addresses and
@@ -689,6 +694,7 @@ impl Tracked {
             seen: Vec::new(),
             deaths: Arc::new(AtomicU64::new(0)),
             obituary: None,
+            alive_at: None,
             last_used: 0,
         }
     }
@@ -748,6 +754,38 @@ impl Tracked {
     /// See `Tracked::deaths`.
     fn deaths(&self) -> u64 {
         self.deaths.load(Ordering::Acquire)
+    }
+
+    /// Whether every weakly bound object is known alive (see `alive_at`).
+    #[inline]
+    fn all_alive(&self) -> bool {
+        self.alive_at == Some(self.deaths())
+    }
+
+    /// Unbinds the slots whose weakly bound object died, after which every
+    /// weakly bound object is alive until the death count moves again (a
+    /// death bumps it from the object's deallocation, before its address
+    /// can be reused). Asks each weak reference once, where a call would
+    /// ask those of all its items.
+    fn settle(&mut self) {
+        if self.all_alive() {
+            return;
+        }
+        // Read first: a death while this runs moves it past the mark.
+        let now = self.deaths();
+        for k in 0..self.primary.len() {
+            if self.strong[k] {
+                continue;
+            }
+            let dead = self.primary[k]
+                .as_ref()
+                .is_some_and(|w| !points_at(w, self.core.ptr(k as Slot) as *mut ffi::PyObject));
+            if dead {
+                // The weak reference is dead: dropping it runs no code.
+                self.primary[k] = None;
+            }
+        }
+        self.alive_at = Some(now);
     }
 
     /// A weak reference to `obj`, to bind it weakly: its death bumps
@@ -910,7 +948,7 @@ impl Tracked {
         (self.core.ptr(slot) == addr
             && match &self.primary[s] {
                 Some(o) if self.strong[s] => o.as_ptr() == ptr,
-                Some(w) => points_at(w, ptr),
+                Some(w) => self.all_alive() || points_at(w, ptr),
                 None => false,
             })
             || (self.core.alias(slot) == addr
@@ -2347,6 +2385,8 @@ fn resolve<'py>(
 ) -> Extracted<Resolution<'py>> {
     let py = list.py();
     let groups = groups_of(need);
+    // The identity pass below then asks no weak reference while nothing died.
+    t.settle();
     let objects: Vec<Bound<'py, PyAny>> = super::prefetch::list_items(list);
     let n = objects.len();
     let mut counts = Counters::default();
