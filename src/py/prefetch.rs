@@ -15,15 +15,19 @@
 //! against does not name: the managed instance-dict pointer three words
 //! before an object (CPython 3.11 and 3.12, types with
 //! `Py_TPFLAGS_MANAGED_DICT`, which pydantic models are), a dict's size and
-//! key table pointer, and a list's item array pointer. Those reads only
-//! choose what to *prefetch*: whatever they return, every value is then
-//! read through the API as before. They are made only on an interpreter
-//! where [`usable`] proved the layout (CPython, a GIL build, 3.11 or 3.12,
-//! and probes: an object whose managed dict is found where expected, a
-//! dict's size and a list's item array where they are read); elsewhere
-//! these hints are not given, and neither are the lookups made only for
-//! them. `ADK_FASTCOMPACT_PREFETCH=false` in the environment turns them off
-//! too. ([`list_items`] hints each item's own address, which needs no such
+//! key table pointer, and a list's item array pointer. The first three only
+//! choose what to *prefetch*: whatever they return, the values are read
+//! through the API (or [`super::fields`]). The item array is also read for
+//! real by [`item_addresses`]: a list's items are collected, and compared
+//! with remembered objects, from it (the array is what `PyList_GetItem`
+//! reads, without a call and a bounds check per item). They are made only
+//! on an interpreter where [`usable`] proved the layout (CPython, a GIL
+//! build, 3.11 or 3.12, and probes: an object whose managed dict is found
+//! where expected, a dict's size and a list's item array where they are
+//! read); elsewhere these hints are not given, the lookups made only for
+//! them are not made, and items are read through the API.
+//! `ADK_FASTCOMPACT_PREFETCH=false` in the environment turns them off too.
+//! ([`list_items`] hints each item's own address, which needs no such
 //! read, everywhere.)
 
 use pyo3::ffi;
