@@ -121,19 +121,77 @@ enum F {
     Compacted,
 }
 
-/// `dict[key]`, borrowed (used before any Python code runs); a missing key
+impl F {
+    /// The field's name: its key in the model's instance dict.
+    fn key(self, py: Python<'_>) -> &Bound<'_, PyString> {
+        match self {
+            F::Timestamp => intern!(py, "timestamp"),
+            F::Invocation => intern!(py, "invocation_id"),
+            F::Scope => intern!(py, "isolation_scope"),
+            F::LongRunning => intern!(py, "long_running_tool_ids"),
+            F::Author => intern!(py, "author"),
+            F::Usage => intern!(py, "usage_metadata"),
+            F::Actions => intern!(py, "actions"),
+            F::Content => intern!(py, "content"),
+            F::PromptTokens => intern!(py, "prompt_token_count"),
+            F::Rewind => intern!(py, "rewind_before_invocation_id"),
+            F::Compaction => intern!(py, "compaction"),
+            F::Confirmations => intern!(py, "requested_tool_confirmations"),
+            F::AuthConfigs => intern!(py, "requested_auth_configs"),
+            F::Parts => intern!(py, "parts"),
+            F::Call => intern!(py, "function_call"),
+            F::Response => intern!(py, "function_response"),
+            F::CallId | F::ResponseId => intern!(py, "id"),
+            F::CallName => intern!(py, "name"),
+            F::Start => intern!(py, "start_timestamp"),
+            F::End => intern!(py, "end_timestamp"),
+            F::Compacted => intern!(py, "compacted_content"),
+        }
+    }
+
+    /// The key with the field's position slot, as prefetching takes them.
+    fn keyed(self, py: Python<'_>) -> (&Bound<'_, PyString>, usize) {
+        (self.key(py), self as usize)
+    }
+
+    /// What a call declines with when the field is missing or unreadable.
+    fn what(self) -> &'static str {
+        match self {
+            F::Timestamp => "timestamp",
+            F::Invocation => "invocation_id",
+            F::Scope => "isolation_scope",
+            F::LongRunning => "long_running",
+            F::Author => "author",
+            F::Usage => "usage_metadata",
+            F::Actions => "actions",
+            F::Content | F::Compacted => "content",
+            F::PromptTokens => "prompt_token_count",
+            F::Rewind => "rewind",
+            F::Compaction => "compaction",
+            F::Confirmations | F::AuthConfigs => "pending",
+            F::Parts => "parts",
+            F::Call => "call",
+            F::Response => "response",
+            F::CallId => "call id",
+            F::CallName => "call name",
+            F::ResponseId => "response id",
+            F::Start => "start",
+            F::End => "end",
+        }
+    }
+}
+
+/// `dict[f]`, borrowed (used before any Python code runs); a missing key
 /// declines (a model built without the field).
 #[inline]
 fn field<'a, 'py>(
     fields: &mut Fields,
     dict: &'a Bound<'py, PyDict>,
-    key: &Bound<'py, PyString>,
-    slot: F,
-    what: &'static str,
+    f: F,
 ) -> Extracted<Borrowed<'a, 'py, PyAny>> {
     fields
-        .get(dict, key, slot as usize)?
-        .ok_or(Outcome::Decline(what))
+        .get(dict, f.key(dict.py()), f as usize)?
+        .ok_or(Outcome::Decline(f.what()))
 }
 
 /// A float field: exactly `float` (Python compares ints and floats exactly,
@@ -440,55 +498,36 @@ impl<'py> Extractor<'py> {
         prefetch::tables(&s.dicts);
         s.keys.clear();
         if need.timestamp {
-            s.keys
-                .push((intern!(py, "timestamp"), F::Timestamp as usize));
+            s.keys.push(F::Timestamp.keyed(py));
         }
         if need.pairing {
-            s.keys.push((
-                intern!(py, "long_running_tool_ids"),
-                F::LongRunning as usize,
-            ));
+            s.keys.push(F::LongRunning.keyed(py));
         }
         if need.invocation {
-            s.keys
-                .push((intern!(py, "invocation_id"), F::Invocation as usize));
+            s.keys.push(F::Invocation.keyed(py));
         }
         if need.window {
-            s.keys
-                .push((intern!(py, "isolation_scope"), F::Scope as usize));
+            s.keys.push(F::Scope.keyed(py));
         }
         if need.usage {
-            s.keys.push((intern!(py, "author"), F::Author as usize));
-            s.keys
-                .push((intern!(py, "usage_metadata"), F::Usage as usize));
+            s.keys.push(F::Author.keyed(py));
+            s.keys.push(F::Usage.keyed(py));
         }
         if need.compaction || need.rewind || need.window || need.pairing {
-            s.keys.push((intern!(py, "actions"), F::Actions as usize));
+            s.keys.push(F::Actions.keyed(py));
         }
         if need.parts {
-            s.keys.push((intern!(py, "content"), F::Content as usize));
+            s.keys.push(F::Content.keyed(py));
         }
         prefetch::values(&s.dicts, &s.keys, &self.fields);
         // Stage 2: top-level fields.
         for (i, dict) in s.dicts.iter().enumerate() {
             if need.timestamp {
-                let value = field(
-                    &mut self.fields,
-                    dict,
-                    intern!(py, "timestamp"),
-                    F::Timestamp,
-                    "timestamp",
-                )?;
+                let value = field(&mut self.fields, dict, F::Timestamp)?;
                 views[i].timestamp = float_value(&value, "timestamp")?;
             }
             if need.invocation {
-                let value = field(
-                    &mut self.fields,
-                    dict,
-                    intern!(py, "invocation_id"),
-                    F::Invocation,
-                    "invocation_id",
-                )?;
+                let value = field(&mut self.fields, dict, F::Invocation)?;
                 views[i].invocation = if need.window {
                     self.interner.truthy_str(&value, "invocation_id")?
                 } else {
@@ -496,23 +535,11 @@ impl<'py> Extractor<'py> {
                 };
             }
             if need.window {
-                let scope = field(
-                    &mut self.fields,
-                    dict,
-                    intern!(py, "isolation_scope"),
-                    F::Scope,
-                    "isolation_scope",
-                )?;
+                let scope = field(&mut self.fields, dict, F::Scope)?;
                 views[i].scope = self.interner.nullable(&scope, "isolation_scope")?;
             }
             if need.pairing {
-                let long_running = field(
-                    &mut self.fields,
-                    dict,
-                    intern!(py, "long_running_tool_ids"),
-                    F::LongRunning,
-                    "long_running",
-                )?;
+                let long_running = field(&mut self.fields, dict, F::LongRunning)?;
                 if !long_running.is_none() {
                     // Owned: iterating it allocates an iterator.
                     let set = long_running
@@ -529,33 +556,15 @@ impl<'py> Extractor<'py> {
                 }
             }
             if need.usage {
-                let author = field(
-                    &mut self.fields,
-                    dict,
-                    intern!(py, "author"),
-                    F::Author,
-                    "author",
-                )?;
+                let author = field(&mut self.fields, dict, F::Author)?;
                 views[i].author = self.interner.optional(&author, "author")?;
-                let usage = field(
-                    &mut self.fields,
-                    dict,
-                    intern!(py, "usage_metadata"),
-                    F::Usage,
-                    "usage_metadata",
-                )?;
+                let usage = field(&mut self.fields, dict, F::Usage)?;
                 if !usage.is_none() {
                     s.usages.push((i, usage.to_owned()));
                 }
             }
             if need.compaction || need.rewind || need.window || need.pairing {
-                let actions = field(
-                    &mut self.fields,
-                    dict,
-                    intern!(py, "actions"),
-                    F::Actions,
-                    "actions",
-                )?;
+                let actions = field(&mut self.fields, dict, F::Actions)?;
                 if !actions.is_none() {
                     s.inner.push((i, actions.to_owned()));
                 } else if need.window {
@@ -563,13 +572,7 @@ impl<'py> Extractor<'py> {
                 }
             }
             if need.parts {
-                let content = field(
-                    &mut self.fields,
-                    dict,
-                    intern!(py, "content"),
-                    F::Content,
-                    "content",
-                )?;
+                let content = field(&mut self.fields, dict, F::Content)?;
                 if !content.is_none() {
                     s.contents.push((i, content.to_owned()));
                 }
@@ -584,13 +587,7 @@ impl<'py> Extractor<'py> {
             }
             prefetch::tables(s.inner_dicts.iter().map(|(_, d)| d));
             for (i, usage) in s.inner_dicts.drain(..) {
-                let count = field(
-                    &mut self.fields,
-                    &usage,
-                    intern!(py, "prompt_token_count"),
-                    F::PromptTokens,
-                    "prompt_token_count",
-                )?;
+                let count = field(&mut self.fields, &usage, F::PromptTokens)?;
                 if !count.is_none() {
                     let count = count
                         .cast_exact::<PyInt>()
@@ -613,30 +610,18 @@ impl<'py> Extractor<'py> {
         if need.compaction {
             prefetch::values(
                 s.inner_dicts.iter().map(|(_, d)| d),
-                &[(intern!(py, "compaction"), F::Compaction as usize)],
+                &[F::Compaction.keyed(py)],
                 &self.fields,
             );
         }
         // Stage 4: rewind target and compaction.
         for (i, actions) in s.inner_dicts.drain(..) {
             if need.rewind {
-                let target = field(
-                    &mut self.fields,
-                    &actions,
-                    intern!(py, "rewind_before_invocation_id"),
-                    F::Rewind,
-                    "rewind",
-                )?;
+                let target = field(&mut self.fields, &actions, F::Rewind)?;
                 views[i].rewind_before = self.interner.optional(&target, "rewind")?;
             }
             if need.compaction {
-                let c = field(
-                    &mut self.fields,
-                    &actions,
-                    intern!(py, "compaction"),
-                    F::Compaction,
-                    "compaction",
-                )?;
+                let c = field(&mut self.fields, &actions, F::Compaction)?;
                 if !c.is_none() {
                     // Owned: reading it may create its instance dict.
                     let c = c.to_owned();
@@ -646,16 +631,9 @@ impl<'py> Extractor<'py> {
             }
             if need.pairing {
                 let start = self.ids.len() as u32;
-                for (key, slot) in [
-                    (
-                        intern!(py, "requested_tool_confirmations"),
-                        F::Confirmations,
-                    ),
-                    (intern!(py, "requested_auth_configs"), F::AuthConfigs),
-                ] {
+                for slot in [F::Confirmations, F::AuthConfigs] {
                     // Owned: listing its keys allocates.
-                    let pending =
-                        field(&mut self.fields, &actions, key, slot, "pending")?.to_owned();
+                    let pending = field(&mut self.fields, &actions, slot)?.to_owned();
                     if pending.is_none() {
                         continue;
                     }
@@ -682,17 +660,11 @@ impl<'py> Extractor<'py> {
         prefetch::tables(s.inner_dicts.iter().map(|(_, d)| d));
         prefetch::values(
             s.inner_dicts.iter().map(|(_, d)| d),
-            &[(intern!(py, "parts"), F::Parts as usize)],
+            &[F::Parts.keyed(py)],
             &self.fields,
         );
         for (i, content) in s.inner_dicts.drain(..) {
-            let parts = field(
-                &mut self.fields,
-                &content,
-                intern!(py, "parts"),
-                F::Parts,
-                "parts",
-            )?;
+            let parts = field(&mut self.fields, &content, F::Parts)?;
             if parts.is_none() {
                 continue;
             }
@@ -717,28 +689,13 @@ impl<'py> Extractor<'py> {
         prefetch::tables(s.inner_dicts.iter().map(|(_, d)| d));
         prefetch::values(
             s.inner_dicts.iter().map(|(_, d)| d),
-            &[
-                (intern!(py, "function_call"), F::Call as usize),
-                (intern!(py, "function_response"), F::Response as usize),
-            ],
+            &[F::Call.keyed(py), F::Response.keyed(py)],
             &self.fields,
         );
         // Stage 7: calls and responses of each part.
         for (i, part) in s.inner_dicts.drain(..) {
-            let call = field(
-                &mut self.fields,
-                &part,
-                intern!(py, "function_call"),
-                F::Call,
-                "call",
-            )?;
-            let response = field(
-                &mut self.fields,
-                &part,
-                intern!(py, "function_response"),
-                F::Response,
-                "response",
-            )?;
+            let call = field(&mut self.fields, &part, F::Call)?;
+            let response = field(&mut self.fields, &part, F::Response)?;
             s.parts.push((i, call.to_owned(), response.to_owned()));
         }
         prefetch::instance_dicts(
@@ -759,23 +716,11 @@ impl<'py> Extractor<'py> {
                     continue;
                 }
                 let call = model_dict(call, &t.function_call, "call")?;
-                let id = field(
-                    &mut self.fields,
-                    &call,
-                    intern!(py, "id"),
-                    F::CallId,
-                    "call id",
-                )?;
+                let id = field(&mut self.fields, &call, F::CallId)?;
                 if let Some(sym) = self.interner.optional(&id, "call id")? {
                     self.ids.push(sym);
                     if need.pairing {
-                        let name = field(
-                            &mut self.fields,
-                            &call,
-                            intern!(py, "name"),
-                            F::CallName,
-                            "call name",
-                        )?;
+                        let name = field(&mut self.fields, &call, F::CallName)?;
                         if is_client_function_name(&name)? {
                             s.hitl.push(sym);
                         }
@@ -788,24 +733,12 @@ impl<'py> Extractor<'py> {
                     continue;
                 }
                 if !views[i].has_responses && !need.timestamp {
-                    let value = field(
-                        &mut self.fields,
-                        &s.dicts[i],
-                        intern!(py, "timestamp"),
-                        F::Timestamp,
-                        "timestamp",
-                    )?;
+                    let value = field(&mut self.fields, &s.dicts[i], F::Timestamp)?;
                     views[i].timestamp = float_value(&value, "timestamp")?;
                 }
                 views[i].has_responses = true;
                 let response = model_dict(response, &t.function_response, "response")?;
-                let id = field(
-                    &mut self.fields,
-                    &response,
-                    intern!(py, "id"),
-                    F::ResponseId,
-                    "response id",
-                )?;
+                let id = field(&mut self.fields, &response, F::ResponseId)?;
                 if let Some(sym) = self.interner.optional(&id, "response id")? {
                     self.ids.push(sym);
                 }
@@ -901,25 +834,12 @@ fn compaction_view(
     c: &Bound<'_, PyAny>,
     ty: &Py<PyType>,
 ) -> Extracted<CompactionView> {
-    let py = c.py();
     let c = model_dict(c, ty, "compaction")?;
-    let start = field(
-        fields,
-        &c,
-        intern!(py, "start_timestamp"),
-        F::Start,
-        "start",
-    )?;
+    let start = field(fields, &c, F::Start)?;
     let start = optional_float(&start, "start")?;
-    let end = field(fields, &c, intern!(py, "end_timestamp"), F::End, "end")?;
+    let end = field(fields, &c, F::End)?;
     let end = optional_float(&end, "end")?;
-    let content = field(
-        fields,
-        &c,
-        intern!(py, "compacted_content"),
-        F::Compacted,
-        "content",
-    )?;
+    let content = field(fields, &c, F::Compacted)?;
     Ok(CompactionView {
         start,
         end,

@@ -79,31 +79,35 @@ pub(crate) fn object(ptr: *const ffi::PyObject) {
 /// the object's header: each item is prefetched some items ahead, so those
 /// misses overlap instead of stalling the loop one by one.
 pub(crate) fn list_items<'py>(list: &Bound<'py, PyList>) -> Vec<Bound<'py, PyAny>> {
-    const AHEAD: usize = 16;
     let py = list.py();
     let n = list.len();
-    let item = |i: usize| -> *mut ffi::PyObject {
-        // SAFETY: `list` is a live list and `i` below its length (no
-        // Python code runs in this function, so the length holds);
-        // PyList_GetItem returns a borrowed reference.
-        unsafe { ffi::PyList_GetItem(list.as_ptr(), i as ffi::Py_ssize_t) }
-    };
-    if let Some(items) = item_addresses(list) {
-        // The item array read once (no Python code runs below).
-        let ptr = |i: usize| items[i] as *mut ffi::PyObject;
-        for i in 0..AHEAD.min(n) {
-            object(ptr(i));
-        }
-        let mut out = Vec::with_capacity(n);
-        for i in 0..n {
-            if i + AHEAD < n {
-                object(ptr(i + AHEAD));
-            }
-            // SAFETY: a live item of `list`, borrowed, owned here.
-            out.push(unsafe { Bound::from_borrowed_ptr(py, ptr(i)) });
-        }
-        return out;
+    match item_addresses(list) {
+        // SAFETY: the item array holds `n` live items; nothing below runs
+        // Python code that could change it.
+        Some(items) => unsafe { referenced(py, n, |i| items[i] as *mut ffi::PyObject) },
+        // SAFETY: `list` is a live list and `i` below its length (no Python
+        // code runs here, so the length holds); PyList_GetItem returns a
+        // borrowed reference.
+        None => unsafe {
+            referenced(py, n, |i| {
+                ffi::PyList_GetItem(list.as_ptr(), i as ffi::Py_ssize_t)
+            })
+        },
     }
+}
+
+/// `item(0..n)`, each a new reference, their loads started some items
+/// ahead.
+///
+/// # Safety
+/// `item(i)` must be a live object for every `i < n`, borrowed from
+/// something that holds it throughout.
+unsafe fn referenced<'py>(
+    py: Python<'py>,
+    n: usize,
+    item: impl Fn(usize) -> *mut ffi::PyObject,
+) -> Vec<Bound<'py, PyAny>> {
+    const AHEAD: usize = 16;
     for i in 0..AHEAD.min(n) {
         object(item(i));
     }
@@ -112,7 +116,7 @@ pub(crate) fn list_items<'py>(list: &Bound<'py, PyList>) -> Vec<Bound<'py, PyAny
         if i + AHEAD < n {
             object(item(i + AHEAD));
         }
-        // SAFETY: a live item of `list` (see above), borrowed, owned here.
+        // SAFETY: a live borrowed object (the caller's promise), owned here.
         out.push(unsafe { Bound::from_borrowed_ptr(py, item(i)) });
     }
     out
