@@ -68,7 +68,8 @@ def decline_counts(reset: bool = False) -> dict[str, int]:
     """
 
 def index_clear() -> None:
-    """Drops every per-session index (`uninstall()` calls this).
+    """Drops every per-session index and the range tuples kept for reuse
+    (`uninstall()` calls this).
 
     Call it after editing a stored Event in place: an object the index has
     read is trusted to keep what it showed while it lives.
@@ -144,8 +145,10 @@ def get_compaction_ranges(events: object) -> list[tuple[int, float, float]] | No
       events: The session's events.
 
     Returns:
-      `(event index, start, end)` per surviving compaction, with the events'
-      own float objects, or None to decline.
+      `(event index, start, end)` per surviving compaction (floats equal to
+      the events' own, which are the very objects where a bound is NaN), or
+      None to decline. Equal tuples of numbers are made once and handed out
+      again by later calls.
     """
 
 def process_compaction_events(
