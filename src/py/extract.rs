@@ -694,9 +694,11 @@ impl<'py> Extractor<'py> {
         );
         // Stage 7: calls and responses of each part.
         for (i, part) in s.inner_dicts.drain(..) {
-            let call = field(&mut self.fields, &part, F::Call)?;
-            let response = field(&mut self.fields, &part, F::Response)?;
-            s.parts.push((i, call.to_owned(), response.to_owned()));
+            // Each owned before the next read (a lookup on a dict with other
+            // keys than `str` could run Python code).
+            let call = field(&mut self.fields, &part, F::Call)?.to_owned();
+            let response = field(&mut self.fields, &part, F::Response)?.to_owned();
+            s.parts.push((i, call, response));
         }
         prefetch::instance_dicts(
             s.parts
