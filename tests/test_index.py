@@ -15,7 +15,7 @@ import sys
 import sysconfig
 import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import adk_fastcompact as fc
@@ -314,6 +314,28 @@ def test_concurrent_calls_give_the_serial_results() -> None:
     assert not errors, errors
 
 
+def _reuse_check(
+    events: list[Event],
+    ours: Callable[[list[Event]], Any],
+    theirs: Callable[[list[Event]], Any],
+    counter: str,
+    same: Callable[[Any, Any], None],
+) -> Callable[[bool], None]:
+    """A check that `ours` on `events` was answered from its remembered
+    result (`counter` moved) or not, as expected, and agrees with
+    google-adk's `theirs`."""
+
+    def check(expect_reused: bool) -> None:
+        before = _native.index_stats()
+        mine = call(ours, events)
+        assert delta(before, counter) == int(expect_reused)
+        orig = call(theirs, events)
+        assert mine.error is None and orig.error is None
+        same(mine.value, orig.value)
+
+    return check
+
+
 def test_compaction_ranges_are_answered_from_the_last_call_on_the_same_list() -> None:
     # The same list again, or extended (by plain events, by compactions
     # that subsume, overlap, tie, have a NaN or no bound or no content), is answered
@@ -324,13 +346,13 @@ def test_compaction_ranges_are_answered_from_the_last_call_on_the_same_list() ->
     events = session(seed=7, n=300)
     bind(events)
 
-    def check(expect_reused: bool) -> None:
-        before = _native.index_stats()
-        ours = call(fc.get_compaction_ranges, events)
-        assert delta(before, "ranges_reused") == int(expect_reused)
-        orig = call(ORIG_GET_COMPACTION_RANGES, events)
-        assert ours.error is None and orig.error is None
-        assert_same_ranges(ours.value, orig.value)
+    check = _reuse_check(
+        events,
+        fc.get_compaction_ranges,
+        ORIG_GET_COMPACTION_RANGES,
+        "ranges_reused",
+        assert_same_ranges,
+    )
 
     def compaction(start: float | None, end: float | None, content: bool = True) -> Event:
         # Without validation: a store may hold what validation refuses.
@@ -375,12 +397,13 @@ def test_rewinds_are_answered_from_the_last_call_on_the_same_list() -> None:
     events = session(seed=7, n=300)
     bind(events)
 
-    def check(expect_reused: bool) -> None:
-        before = _native.index_stats()
-        ours = call(fc.apply_rewinds, events)
-        assert delta(before, "rewinds_reused") == int(expect_reused)
-        orig = call(ORIG_APPLY_REWINDS, events)
-        assert_same_events(ours.value, orig.value, [events])
+    check = _reuse_check(
+        events,
+        fc.apply_rewinds,
+        ORIG_APPLY_REWINDS,
+        "rewinds_reused",
+        lambda ours, orig: assert_same_events(ours, orig, [events]),
+    )
 
     check(True)
     # New events (read and stored) or known ones extend the last result.

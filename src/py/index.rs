@@ -190,14 +190,7 @@ impl Seen {
         }
         let now = t.deaths();
         if self.deaths == now {
-            return match super::prefetch::item_addresses(list) {
-                Some(items) => items[..self.len()] == self.addrs[..],
-                None => self
-                    .addrs
-                    .iter()
-                    .enumerate()
-                    .all(|(i, &addr)| list_item(list, i) as usize == addr),
-            };
+            return starts_with(list, &self.addrs);
         }
         if !self.bound(t, list) {
             return false;
@@ -1100,11 +1093,6 @@ impl<'py> Loaded<'py> {
         }
     }
 
-    /// Whether `objects` holds every item (what remembering needs).
-    fn dense(&self) -> bool {
-        self.at.is_empty()
-    }
-
     /// The summaries this session's index holds, by the address of the
     /// summary Event (held by the cache, so the address names it).
     pub fn summaries_by_address(&self) -> FastMap<usize, Slot> {
@@ -1309,10 +1297,7 @@ impl<'py> Loaded<'py> {
     /// list, and what extending it needs, for [`filter_again`] (when every
     /// item is bound and the list is short enough to number).
     pub fn remember_filter(&mut self, items: &[Item], extension: Extension) {
-        if !self.dense() {
-            return;
-        }
-        let Some((_, t)) = &mut self.checkout else {
+        let Some(t) = memo_index(&mut self.checkout, &self.at) else {
             return;
         };
         t.filtered = Seen::of(t, &self.objects, &self.slots)
@@ -1338,10 +1323,7 @@ impl<'py> Loaded<'py> {
     /// remembered when a source item is unbound or a present response's
     /// latest call is absent.
     pub fn remember_recovery(&mut self, events: Vec<u32>) {
-        if !self.dense() {
-            return;
-        }
-        let Some((_, t)) = &mut self.checkout else {
+        let Some(t) = memo_index(&mut self.checkout, &self.at) else {
             return;
         };
         // One recovery memo or the other: a call re-injects or it does not.
@@ -1370,10 +1352,7 @@ impl<'py> Loaded<'py> {
     /// Remembers `ranges`, the result of `get_compaction_ranges` on this
     /// call's list, for [`ranges_again`] (when every item is bound).
     pub fn remember_ranges(&mut self, ranges: &[CompactionRange]) {
-        if !self.dense() {
-            return;
-        }
-        let Some((_, t)) = &mut self.checkout else {
+        let Some(t) = memo_index(&mut self.checkout, &self.at) else {
             return;
         };
         t.ranges = Seen::of(t, &self.objects, &self.slots).map(|seen| RangesMemo {
@@ -1391,10 +1370,7 @@ impl<'py> Loaded<'py> {
         in_source: &[bool],
         result: Vec<Recovered>,
     ) {
-        if !self.dense() {
-            return;
-        }
-        let Some((_, t)) = &mut self.checkout else {
+        let Some(t) = memo_index(&mut self.checkout, &self.at) else {
             return;
         };
         // One recovery memo or the other: a call re-injects or it does not.
@@ -1422,10 +1398,7 @@ impl<'py> Loaded<'py> {
     /// Remembers `kept`, the result of `apply_rewinds` on this call's list,
     /// for [`rewinds_again`] (when every item is bound).
     pub fn remember_rewinds(&mut self, kept: &[usize]) {
-        if !self.dense() {
-            return;
-        }
-        let Some((_, t)) = &mut self.checkout else {
+        let Some(t) = memo_index(&mut self.checkout, &self.at) else {
             return;
         };
         t.rewinds = Seen::of(t, &self.objects, &self.slots).map(|seen| RewindsMemo {
@@ -1433,6 +1406,19 @@ impl<'py> Loaded<'py> {
             kept: kept.iter().map(|&i| i as u32).collect(),
         });
     }
+}
+
+/// The session index a call's result is remembered in: the call's own,
+/// when its batch holds every item of the list (one taken in part, see
+/// [`filter_again`], names no list to remember).
+fn memo_index<'a>(
+    checkout: &'a mut Option<(Box<str>, Tracked)>,
+    at: &[u32],
+) -> Option<&'a mut Tracked> {
+    if !at.is_empty() {
+        return None;
+    }
+    checkout.as_mut().map(|(_, t)| t)
 }
 
 impl Drop for Loaded<'_> {
@@ -1608,11 +1594,7 @@ fn same_reinjection(
         .all(|(o, state)| dict_state(o.bind(py)) == Some(*state))
         && source.len() == memo.source.len()
         && events.len() == memo.events.len()
-        && memo
-            .events
-            .iter()
-            .enumerate()
-            .all(|(i, &addr)| list_item(events, i) as usize == addr)
+        && starts_with(events, &memo.events)
         && memo.source.begin(t, source);
     let result = same.then(|| memo.result.clone());
     t.reinjected = Some(memo);
@@ -2145,6 +2127,22 @@ fn bind_copy(
     t.alias_holder[k] = holder;
     t.core.bind_alias(s, n.as_ptr() as usize);
     held.push(n.clone().unbind());
+}
+
+/// Whether `list` begins with the objects at `addrs` (compared by address:
+/// the caller knows those objects alive).
+#[inline]
+fn starts_with(list: &Bound<'_, PyList>, addrs: &[usize]) -> bool {
+    match super::prefetch::item_addresses(list) {
+        Some(items) => items.len() >= addrs.len() && items[..addrs.len()] == *addrs,
+        None => {
+            list.len() >= addrs.len()
+                && addrs
+                    .iter()
+                    .enumerate()
+                    .all(|(i, &addr)| list_item(list, i) as usize == addr)
+        }
+    }
 }
 
 /// Item `i` of `list`, borrowed (null past its end).
