@@ -12,6 +12,7 @@ pub mod ranges;
 pub mod recover;
 pub mod rewind;
 pub mod slot_table;
+pub mod texts;
 pub mod uuid;
 pub mod window;
 

@@ -91,7 +91,7 @@ fn extract(item: &Bound<'_, PyAny>) -> PyResult<Read> {
     };
     let mut ex = Extractor::new(item.py())?;
     match ex.batch(list, ALL) {
-        Ok(batch) => Ok(Ok((batch.views, std::mem::take(&mut ex.ids)))),
+        Ok(batch) => Ok(Ok((batch.views.into_vec(), std::mem::take(&mut ex.ids)))),
         Err(super::error::Outcome::Decline(reason)) => Ok(Err(reason)),
         Err(super::error::Outcome::Error(err)) => Err(err),
     }

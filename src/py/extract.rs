@@ -11,7 +11,8 @@
 use super::error::{Extracted, Outcome};
 use super::fields::Fields;
 use super::prefetch;
-use crate::core::hash::FastMap;
+use super::scratch::Views;
+use crate::core::texts::Texts;
 use crate::core::{CompactionView, EventView, Span, Sym};
 use pyo3::ffi;
 use pyo3::intern;
@@ -215,17 +216,15 @@ fn optional_float(value: &Bound<'_, PyAny>, what: &'static str) -> Extracted<Opt
 }
 
 /// Interns exact `str` values into dense symbols; `""` is symbol
-/// [`EMPTY`]. Only distinct strings are copied, once each. Events of one
-/// invocation (and a call and its response) usually share the very same
-/// `str` object, so a lookup by object address answers most queries without
-/// reading the text; addresses are stable because the caller holds every
-/// event (and so every string) for the whole extraction and no Python code
-/// runs meanwhile.
+/// [`EMPTY`]. Only distinct strings are copied, once each (into one
+/// buffer, see [`Texts`]). Events of one invocation usually share the very
+/// same `str` object, so the last object asked for answers most queries
+/// without reading the text; its address is stable because the caller
+/// holds every event (and so every string) for the whole extraction and no
+/// Python code runs meanwhile.
 pub struct Interner {
-    by_text: FastMap<Box<str>, Sym>,
-    by_ptr: FastMap<usize, Sym>,
-    /// The last string asked for (address, symbol): consecutive events of
-    /// one invocation ask for the same invocation id.
+    texts: Texts,
+    /// The last string asked for (address, symbol).
     last: (usize, Sym),
 }
 
@@ -234,54 +233,39 @@ pub const EMPTY: Sym = 0;
 
 impl Default for Interner {
     fn default() -> Self {
-        let mut by_text = FastMap::default();
-        by_text.insert("".into(), EMPTY);
+        let mut texts = Texts::default();
+        let empty = texts.symbol("");
+        debug_assert_eq!(empty, Ok(EMPTY));
         Interner {
-            by_text,
-            by_ptr: FastMap::default(),
+            texts,
             last: (0, EMPTY),
         }
     }
 }
 
 impl Interner {
-    /// Forgets the address cache: addresses are only stable while the
+    /// Forgets the last string: addresses are only stable while the
     /// caller holds the strings, which is one call.
     pub fn begin_call(&mut self) {
-        self.by_ptr.clear();
         self.last = (0, EMPTY);
     }
 
-    /// Frees the address cache's table (kept empty between calls).
-    pub fn shrink(&mut self) {
-        self.by_ptr = FastMap::default();
-        self.last = (0, EMPTY);
+    /// Room for `additional` more distinct strings.
+    pub fn reserve(&mut self, additional: usize) {
+        self.texts.reserve(additional);
     }
 
-    /// Bytes held (maps at their bucket count, texts at their length).
+    /// Bytes held.
     pub fn memory_bytes(&self) -> usize {
-        fn buckets(capacity: usize) -> usize {
-            if capacity == 0 {
-                0
-            } else {
-                (capacity * 8 / 7).next_power_of_two()
-            }
-        }
-        let texts: usize = self.by_text.keys().map(|k| k.len()).sum();
-        buckets(self.by_text.capacity()) * (std::mem::size_of::<(Box<str>, Sym)>() + 1)
-            + texts
-            + buckets(self.by_ptr.capacity()) * (std::mem::size_of::<(usize, Sym)>() + 1)
+        self.texts.memory_bytes()
     }
 
     /// The symbol of an exact `str` (the empty string included).
+    #[inline]
     pub fn key(&mut self, value: &Bound<'_, PyAny>, what: &'static str) -> Extracted<Sym> {
         let ptr = value.as_ptr() as usize;
         if ptr == self.last.0 {
             return Ok(self.last.1);
-        }
-        if let Some(&sym) = self.by_ptr.get(&ptr) {
-            self.last = (ptr, sym);
-            return Ok(sym);
         }
         let s = value
             .cast_exact::<PyString>()
@@ -289,19 +273,10 @@ impl Interner {
         // Strings with lone surrogates cannot be borrowed as UTF-8; rare
         // enough to leave to the reference implementation.
         let text = s.to_str().map_err(|_| Outcome::Decline(what))?;
-        // Only a string's first object is remembered by address: the
-        // objects that repeat are mostly one per text (an invocation id
-        // shared by the invocation's events), while texts like an author
-        // come in an object per event, which would only fill the table.
-        let sym = match self.by_text.get(text) {
-            Some(&sym) => sym,
-            None => {
-                let sym = self.by_text.len() as Sym;
-                self.by_text.insert(text.into(), sym);
-                self.by_ptr.insert(ptr, sym);
-                sym
-            }
-        };
+        let sym = self
+            .texts
+            .symbol(text)
+            .map_err(|_| Outcome::Decline("too many distinct ids"))?;
         self.last = (ptr, sym);
         Ok(sym)
     }
@@ -377,7 +352,7 @@ pub struct Need {
 /// list, which a Python callback could mutate).
 pub struct Batch<'py> {
     pub objects: Vec<Bound<'py, PyAny>>,
-    pub views: Vec<EventView>,
+    pub views: Views,
 }
 
 /// Reads events into views.
@@ -452,12 +427,10 @@ impl<'py> Extractor<'py> {
     }
 
     /// Extracts every event of `objects`, staged as in [`Extractor::batch`].
-    pub fn views(
-        &mut self,
-        objects: &[Bound<'py, PyAny>],
-        need: Need,
-    ) -> Extracted<Vec<EventView>> {
-        let mut views = vec![EventView::default(); objects.len()];
+    pub fn views(&mut self, objects: &[Bound<'py, PyAny>], need: Need) -> Extracted<Views> {
+        // Pooled: a fresh buffer per call would fault in new pages.
+        let mut views = Views::with_capacity(objects.len());
+        views.resize(objects.len(), EventView::default());
         let mut scratch = Scratch::default();
         for (objs, chunk) in objects.chunks(CHUNK).zip(views.chunks_mut(CHUNK)) {
             self.chunk(objs, chunk, need, &mut scratch)?;
@@ -495,7 +468,6 @@ impl<'py> Extractor<'py> {
             view.ident = obj.as_ptr() as u64;
             s.dicts.push(model_dict(obj, &t.event, "not an Event")?);
         }
-        prefetch::tables(&s.dicts);
         s.keys.clear();
         if need.timestamp {
             s.keys.push(F::Timestamp.keyed(py));
@@ -519,6 +491,7 @@ impl<'py> Extractor<'py> {
         if need.parts {
             s.keys.push(F::Content.keyed(py));
         }
+        prefetch::tables(&s.dicts, &s.keys, &self.fields);
         prefetch::values(&s.dicts, &s.keys, &self.fields);
         // Stage 2: top-level fields.
         for (i, dict) in s.dicts.iter().enumerate() {
@@ -585,7 +558,11 @@ impl<'py> Extractor<'py> {
                 s.inner_dicts
                     .push((i, model_dict(&usage, &t.usage, "usage_metadata")?));
             }
-            prefetch::tables(s.inner_dicts.iter().map(|(_, d)| d));
+            prefetch::tables(
+                s.inner_dicts.iter().map(|(_, d)| d),
+                &[F::PromptTokens.keyed(py)],
+                &self.fields,
+            );
             for (i, usage) in s.inner_dicts.drain(..) {
                 let count = field(&mut self.fields, &usage, F::PromptTokens)?;
                 if !count.is_none() {
@@ -606,7 +583,18 @@ impl<'py> Extractor<'py> {
             s.inner_dicts
                 .push((i, model_dict(&actions, &t.actions, "actions")?));
         }
-        prefetch::tables(s.inner_dicts.iter().map(|(_, d)| d));
+        s.keys.clear();
+        if need.rewind {
+            s.keys.push(F::Rewind.keyed(py));
+        }
+        if need.compaction {
+            s.keys.push(F::Compaction.keyed(py));
+        }
+        if need.pairing {
+            s.keys.push(F::Confirmations.keyed(py));
+            s.keys.push(F::AuthConfigs.keyed(py));
+        }
+        prefetch::tables(s.inner_dicts.iter().map(|(_, d)| d), &s.keys, &self.fields);
         if need.compaction {
             prefetch::values(
                 s.inner_dicts.iter().map(|(_, d)| d),
@@ -657,10 +645,15 @@ impl<'py> Extractor<'py> {
             s.inner_dicts
                 .push((i, model_dict(&content, &t.content, "content")?));
         }
-        prefetch::tables(s.inner_dicts.iter().map(|(_, d)| d));
+        let parts_key = [F::Parts.keyed(py)];
+        prefetch::tables(
+            s.inner_dicts.iter().map(|(_, d)| d),
+            &parts_key,
+            &self.fields,
+        );
         prefetch::values(
             s.inner_dicts.iter().map(|(_, d)| d),
-            &[F::Parts.keyed(py)],
+            &parts_key,
             &self.fields,
         );
         for (i, content) in s.inner_dicts.drain(..) {
@@ -686,10 +679,15 @@ impl<'py> Extractor<'py> {
         for (i, part) in s.inner.drain(..) {
             s.inner_dicts.push((i, model_dict(&part, &t.part, "part")?));
         }
-        prefetch::tables(s.inner_dicts.iter().map(|(_, d)| d));
+        let part_keys = [F::Call.keyed(py), F::Response.keyed(py)];
+        prefetch::tables(
+            s.inner_dicts.iter().map(|(_, d)| d),
+            &part_keys,
+            &self.fields,
+        );
         prefetch::values(
             s.inner_dicts.iter().map(|(_, d)| d),
-            &[F::Call.keyed(py), F::Response.keyed(py)],
+            &part_keys,
             &self.fields,
         );
         // Stage 7: calls and responses of each part.

@@ -51,6 +51,10 @@ static USABLE: PyOnceLock<bool> = PyOnceLock::new();
 pub struct Fields {
     direct: bool,
     at: [u32; FIELDS],
+    /// Where that entry was, in bytes from the start of its key table (the
+    /// tables of one model's dicts share a layout): only to choose what to
+    /// prefetch.
+    offset: [u32; FIELDS],
 }
 
 /// The fields [`Fields`] keeps a position for; each caller names its own.
@@ -62,6 +66,7 @@ impl Fields {
         Fields {
             direct: usable(py),
             at: [u32::MAX; FIELDS],
+            offset: [u32::MAX; FIELDS],
         }
     }
 
@@ -98,8 +103,9 @@ impl Fields {
         if self.direct {
             // SAFETY: as above; the lookup ran no code that could have
             // freed `dict` (the caller holds it).
-            if let Some(at) = unsafe { position(d, k) } {
+            if let Some((at, offset)) = unsafe { position(d, k) } {
                 self.at[field] = at as u32;
+                self.offset[field] = u32::try_from(offset).unwrap_or(u32::MAX);
             }
         }
         // SAFETY: a value the live dict `dict` holds a reference to.
@@ -122,6 +128,14 @@ impl Fields {
         unsafe { entry_value(dict.as_ptr(), key.as_ptr(), self.at[field] as usize) }
     }
 
+    /// The byte offset, from the start of a key table, of `field`'s entry
+    /// where it was found last (`None`: not learned, or no entry reads).
+    #[inline]
+    pub fn entry_offset(&self, field: usize) -> Option<usize> {
+        let offset = self.offset[field];
+        (self.direct && offset != u32::MAX).then_some(offset as usize)
+    }
+
     /// Whether entries are read directly on this interpreter.
     pub fn direct(&self) -> bool {
         self.direct
@@ -137,13 +151,14 @@ unsafe fn at<T: Copy>(base: *const u8, offset: usize) -> T {
     unsafe { std::ptr::read_unaligned(base.add(offset).cast::<T>()) }
 }
 
-/// The unicode key table of `dict` with its entry count and first entry,
-/// when `dict` is an exact dict whose values live in that table.
+/// The unicode key table of `dict` with its entry count and the offset of
+/// its first entry, when `dict` is an exact dict whose values live in that
+/// table.
 ///
 /// # Safety
 /// `dict` must be a live object on an interpreter [`usable`] admitted.
 #[inline(always)]
-unsafe fn table(dict: *mut ffi::PyObject) -> Option<(usize, *const u8)> {
+unsafe fn table(dict: *mut ffi::PyObject) -> Option<(usize, *const u8, usize)> {
     unsafe {
         if ffi::PyDict_CheckExact(dict) == 0 {
             return None;
@@ -158,7 +173,8 @@ unsafe fn table(dict: *mut ffi::PyObject) -> Option<(usize, *const u8)> {
         }
         let entries = usize::try_from(at::<isize>(keys, DK_NENTRIES)).unwrap_or(0);
         let index_bytes = 1usize << (at::<u8>(keys, DK_LOG2_INDEX_BYTES) & 63);
-        Some((entries, keys.add(DK_INDICES + index_bytes)))
+        let first = DK_INDICES + index_bytes;
+        Some((entries, keys, first))
     }
 }
 
@@ -174,8 +190,8 @@ unsafe fn entry_value(
 ) -> *mut ffi::PyObject {
     unsafe {
         match table(dict) {
-            Some((n, entries)) if position < n => {
-                let entry = entries.add(position * ENTRY);
+            Some((n, keys, first)) if position < n => {
+                let entry = keys.add(first + position * ENTRY);
                 if at::<*mut ffi::PyObject>(entry, 0) == key {
                     at::<*mut ffi::PyObject>(entry, 8)
                 } else {
@@ -187,14 +203,17 @@ unsafe fn entry_value(
     }
 }
 
-/// The entry position of `key` (by identity) in `dict`, if any.
+/// The entry position of `key` (by identity) in `dict`, if any, and that
+/// entry's byte offset in the key table.
 ///
 /// # Safety
 /// As [`table`].
-unsafe fn position(dict: *mut ffi::PyObject, key: *mut ffi::PyObject) -> Option<usize> {
+unsafe fn position(dict: *mut ffi::PyObject, key: *mut ffi::PyObject) -> Option<(usize, usize)> {
     unsafe {
-        let (n, entries) = table(dict)?;
-        (0..n).find(|&i| at::<*mut ffi::PyObject>(entries.add(i * ENTRY), 0) == key)
+        let (n, keys, first) = table(dict)?;
+        (0..n)
+            .find(|&i| at::<*mut ffi::PyObject>(keys.add(first + i * ENTRY), 0) == key)
+            .map(|i| (i, first + i * ENTRY))
     }
 }
 
@@ -232,7 +251,10 @@ fn self_test(py: Python<'_>) -> PyResult<bool> {
                     position(dict.as_ptr(), key.as_ptr()),
                 )
             };
-            if expected != Some(found) || (size > 1 && !elsewhere.is_null()) || learned != Some(i) {
+            if expected != Some(found)
+                || (size > 1 && !elsewhere.is_null())
+                || learned.map(|(at, _)| at) != Some(i)
+            {
                 return Ok(false);
             }
         }

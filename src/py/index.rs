@@ -1830,10 +1830,13 @@ fn extend_rewinds(t: &mut Tracked, list: &Bound<'_, PyList>) -> Option<Vec<u32>>
 /// Reads `list` without the index.
 fn direct<'py>(list: &Bound<'py, PyList>, need: Need) -> Extracted<Loaded<'py>> {
     let mut ex = Extractor::new(list.py())?;
+    // About one distinct id per few events (invocations; call ids where
+    // the parts are read): room for them without growing step by step.
+    ex.interner.reserve(list.len() / 4);
     let batch = ex.batch(list, need)?;
     Ok(Loaded {
         objects: batch.objects,
-        views: batch.views.into(),
+        views: batch.views,
         ex,
         slots: Vec::new(),
         at: Vec::new(),
@@ -2195,7 +2198,7 @@ fn adopt(
     let scratch = std::mem::take(&mut ex.ids);
     t.interner = std::mem::take(&mut ex.interner);
     let mut changed = 0;
-    for ((o, n, s), view) in misses.iter().zip(read?) {
+    for ((o, n, s), &view) in misses.iter().zip(read?.iter()) {
         t.bind(*s, o, true)?;
         if t.core
             .merge(*s, &view, groups_of(need), &scratch)
@@ -2243,8 +2246,8 @@ fn checkout(key: &str) -> Option<Tracked> {
 }
 
 fn checkin(key: Box<str>, mut tracked: Tracked) {
-    // The address cache is only valid within a call: not kept between.
-    tracked.interner.shrink();
+    // The last string's address is only valid within a call.
+    tracked.interner.begin_call();
     let mut reg = registry();
     if !reg.enabled {
         return;
@@ -2459,7 +2462,7 @@ fn resolve<'py>(
     let read = ex.views(&to_read, need)?;
     let scratch = std::mem::take(&mut ex.ids);
     let mut transients: Vec<(usize, EventView)> = Vec::new();
-    for ((i, p), view) in pending.into_iter().zip(read) {
+    for ((i, p), &view) in pending.into_iter().zip(read.iter()) {
         let obj = &objects[i];
         let addr = obj.as_ptr() as usize;
         let storable = |_| Outcome::Decline("not storable");

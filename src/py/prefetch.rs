@@ -247,25 +247,45 @@ pub(crate) fn instance_dicts<'a, 'py: 'a>(objs: impl IntoIterator<Item = &'a Bou
     }
 }
 
-/// Starts loading the key tables of `dicts` (exact dicts, each already
-/// loaded or in flight): the header, the indices and the entries.
-pub(crate) fn tables<'a, 'py: 'a>(dicts: impl IntoIterator<Item = &'a Bound<'py, PyDict>>) {
+/// Starts loading what reading `keys` (each with its [`Fields`] slot) from
+/// each of `dicts` (exact dicts, each already loaded or in flight) reads of
+/// their key tables: the header and, where `fields` knows each key's entry
+/// offset (dicts of one model share a table layout), those entries' lines
+/// only, else the whole table (the indices and the entries).
+pub(crate) fn tables<'a, 'py: 'a>(
+    dicts: impl IntoIterator<Item = &'a Bound<'py, PyDict>>,
+    keys: &[(&Bound<'py, PyString>, usize)],
+    fields: &Fields,
+) {
+    let mut offsets = [0usize; 8];
+    let known = keys.len() <= offsets.len()
+        && keys
+            .iter()
+            .zip(offsets.iter_mut())
+            .all(|(&(_, slot), o)| fields.entry_offset(slot).map(|at| *o = at).is_some());
     for dict in when_usable(dicts) {
         let d = dict.as_ptr().cast::<u8>();
         // SAFETY: a live exact dict, whose struct holds `ma_used` and
         // `ma_keys` at these offsets on the admitted versions.
-        let (used, keys) = unsafe {
+        let (used, table) = unsafe {
             (
                 std::ptr::read(d.add(MA_USED).cast::<isize>()),
                 std::ptr::read(d.add(MA_KEYS).cast::<*const u8>()),
             )
         };
+        prefetch(table.cast());
+        if known {
+            for &at in &offsets[..keys.len()] {
+                prefetch(table.wrapping_add(at).cast());
+            }
+            continue;
+        }
         // Header (32 bytes), one-byte indices (up to 2^7 slots: at least
         // 3/2 of the entries), 16-byte entries (string keys).
         let used = used.clamp(0, 64) as usize;
         let bytes = 32 + (used * 3 / 2).next_power_of_two() + 16 * used;
-        for line in 0..bytes.div_ceil(64).min(TABLE_LINES) {
-            prefetch(keys.wrapping_add(64 * line).cast());
+        for line in 1..bytes.div_ceil(64).min(TABLE_LINES) {
+            prefetch(table.wrapping_add(64 * line).cast());
         }
     }
 }

@@ -140,7 +140,7 @@ fn run<'py>(
     // read together, staged as any batch is.
     if !unknown.is_empty() {
         let read: Vec<Bound<'py, PyAny>> = unknown.iter().map(|&k| objects[k].clone()).collect();
-        for (&k, view) in unknown.iter().zip(source.ex.views(&read, need)?) {
+        for (&k, &view) in unknown.iter().zip(source.ex.views(&read, need)?.iter()) {
             views[k] = view;
         }
     }

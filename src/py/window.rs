@@ -85,32 +85,32 @@ impl Selected {
 }
 
 /// The list of `objects[idx]` a selection hands out, with its [`Selected`]
-/// handle when it will be priced (only a selection with something to
-/// compact is summarized and priced). `views` are the views of `objects`,
-/// kept by the handle when `idx` names them all.
+/// handle when it was priced (only a selection with something to compact
+/// is summarized and priced): `views` are then the views of that list.
 #[allow(clippy::type_complexity)]
 fn handed_out<'py>(
     py: Python<'py>,
     objects: &[Bound<'py, PyAny>],
-    views: Views,
+    views: Option<Views>,
     idx: &[usize],
-    priced: bool,
 ) -> PyResult<(Bound<'py, PyList>, Option<Bound<'py, Selected>>)> {
     let list = objects_of(py, objects, idx)?;
-    let selected = if priced {
-        // `idx` is increasing: naming as many as there are, it names all.
-        let views = if idx.len() == views.len() {
-            views
-        } else {
-            let mut some = Views::with_capacity(idx.len());
-            some.extend(idx.iter().map(|&i| views[i]));
-            some
-        };
-        Some(Bound::new(py, Selected::new(&list, objects, views, idx))?)
-    } else {
-        None
+    let selected = match views {
+        Some(views) => Some(Bound::new(py, Selected::new(&list, objects, views, idx))?),
+        None => None,
     };
     Ok((list, selected))
+}
+
+/// The views of `idx` (increasing): `views` itself when `idx` names them all
+/// (the live events are usually all of them: no rewind, one scope).
+fn subset(views: Views, idx: &[usize]) -> Views {
+    if idx.len() == views.len() {
+        return views;
+    }
+    let mut some = Views::with_capacity(idx.len());
+    some.extend(idx.iter().map(|&i| views[i]));
+    some
 }
 
 /// The live events of the session: rewinds applied, then only those `keep`s.
@@ -133,7 +133,7 @@ fn read_calls<'py>(
     let todo: Vec<usize> = indices.iter().copied().filter(|&i| !full[i]).collect();
     // Read together, staged as any batch is.
     let read: Vec<Bound<'py, PyAny>> = todo.iter().map(|&i| objects[i].clone()).collect();
-    for (&i, view) in todo.iter().zip(ex.views(&read, need)?) {
+    for (&i, &view) in todo.iter().zip(ex.views(&read, need)?.iter()) {
         views[i] = view;
         full[i] = true;
     }
@@ -244,13 +244,15 @@ fn run_sliding<'py>(
         FULL,
     )?;
     let to_compact = &candidates[..keep];
-    let pricing = if to_compact.is_empty() {
-        None
+    let (pricing, live_views) = if to_compact.is_empty() {
+        (None, None)
     } else {
         let weightless = window::weightless_compaction(&views, to_compact);
-        Some(price(py, &objects, &views, &live, weightless)?)
+        let live_views = subset(views, &live);
+        let pricing = price(py, &objects, &live_views, &live, weightless)?;
+        (Some(pricing), Some(live_views))
     };
-    let (events, selected) = handed_out(py, &objects, views, &live, pricing.is_some())?;
+    let (events, selected) = handed_out(py, &objects, live_views, &live)?;
     Ok((
         events,
         objects_of(py, &objects, to_compact)?,
@@ -261,22 +263,14 @@ fn run_sliding<'py>(
 
 /// What google-adk's `_is_range_worth_compacting` measures, as presence
 /// changes of the filtered live history when the weightless summary of
-/// `range` is appended.
+/// `range` is appended. `live_views` are the views of `objects[live]`.
 fn price<'py>(
     py: Python<'py>,
     objects: &[Bound<'py, PyAny>],
-    views: &[EventView],
+    live_views: &[EventView],
     live: &[usize],
     weightless: Option<EventView>,
 ) -> Extracted<Pricing<'py>> {
-    // The live events are usually all of them (no rewind, one scope).
-    let copied: Vec<EventView>;
-    let live_views: &[EventView] = if live.len() == views.len() {
-        views
-    } else {
-        copied = live.iter().map(|&i| views[i]).collect();
-        &copied
-    };
     let weightless = weightless.ok_or(Outcome::Decline("internal error"))?;
     let diff = guarded(|| filter::presence_diff(live_views, weightless))?;
     let (removed, added) = (diff.removed, diff.added);
@@ -390,8 +384,8 @@ fn run_token<'py>(
         guarded(|| Ok(window::token_window(&views, &ex.ids, &candidates, retention).to_vec()))?;
     let keep = trim(ex, &objects, &mut views, &mut full, &window, &scoped, need)?;
     let selection = window::finish_token_selection(&views, &candidates, &window[..keep]);
-    let pricing = if selection.to_compact.is_empty() {
-        None
+    let (pricing, live_views) = if selection.to_compact.is_empty() {
+        (None, None)
     } else {
         let seed_ts = selection
             .seed_from
@@ -400,15 +394,12 @@ fn run_token<'py>(
         let stamps = seed_ts
             .into_iter()
             .chain(selection.to_compact.iter().map(|&i| views[i].timestamp));
-        Some(price(
-            py,
-            &objects,
-            &views,
-            &scoped,
-            window::weightless_over(stamps),
-        )?)
+        let weightless = window::weightless_over(stamps);
+        let live_views = subset(views, &scoped);
+        let pricing = price(py, &objects, &live_views, &scoped, weightless)?;
+        (Some(pricing), Some(live_views))
     };
-    let (events, selected) = handed_out(py, &objects, views, &scoped, pricing.is_some())?;
+    let (events, selected) = handed_out(py, &objects, live_views, &scoped)?;
     Ok((
         objects_of(py, &objects, &rewound)?,
         events,
