@@ -89,6 +89,25 @@ def test_objects_seen_once_are_read_directly_and_bound_when_seen_again() -> None
     assert delta(before, "read") == len(events)
 
 
+def test_new_objects_at_the_addresses_of_a_list_read_once_are_read_directly() -> None:
+    # A session's fresh Events are often allocated where the last
+    # invocation's, freed since, were: by their addresses alone they would
+    # pass for the objects read once and be bound (paid for, and read
+    # again the next time). A list that does not begin with the very first
+    # object of the list read last holds new objects.
+    events = copy.deepcopy(session())
+    before = _native.index_stats()
+    fc.apply_rewinds(events)
+    assert delta(before, "direct") == 1
+    # Most addresses the same, the first object new.
+    renewed = [copy.deepcopy(events[0]), *events[1:]]
+    assert fc.apply_rewinds(renewed) == ORIG_APPLY_REWINDS(renewed)
+    assert delta(before, "direct") == 2 and delta(before, "read") == 0
+    # The same list again: seen twice, bound.
+    assert fc.apply_rewinds(renewed) == ORIG_APPLY_REWINDS(renewed)
+    assert delta(before, "direct") == 2 and delta(before, "read") == len(renewed)
+
+
 def test_recovery_reads_directly_what_filtering_just_read_directly() -> None:
     # `_get_contents` recovers calls from the list it has just filtered: an
     # invocation with one model call (fresh objects, used once) must not

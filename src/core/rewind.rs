@@ -1,7 +1,6 @@
 //! Which events are live after rewinds (`_apply_rewinds`).
 
-use super::event::{EventView, Sym};
-use super::hash::FastMap;
+use super::event::EventView;
 
 /// Indices of the events that survive every rewind, in chronological order.
 ///
@@ -10,7 +9,8 @@ use super::hash::FastMap;
 /// occurs earlier), then the walk resumes before it. Rewinds to unknown or
 /// later invocations drop only the rewind event itself.
 pub fn apply_rewinds(events: &[EventView]) -> Vec<usize> {
-    let mut first_by_invocation: Option<FastMap<Sym, usize>> = None;
+    // Symbols are dense: the first event of each invocation by symbol.
+    let mut first_by_invocation: Option<Vec<u32>> = None;
     let mut kept = Vec::with_capacity(events.len());
     let mut i = events.len();
     while i > 0 {
@@ -18,17 +18,18 @@ pub fn apply_rewinds(events: &[EventView]) -> Vec<usize> {
         match events[i].rewind_before {
             Some(target) => {
                 let first = first_by_invocation.get_or_insert_with(|| {
-                    let mut first = FastMap::default();
-                    for (idx, ev) in events.iter().enumerate() {
+                    let top = events.iter().filter_map(|e| e.invocation).max();
+                    let mut first = vec![u32::MAX; top.map_or(0, |s| s as usize + 1)];
+                    for (idx, ev) in events.iter().enumerate().rev() {
                         if let Some(inv) = ev.invocation {
-                            first.entry(inv).or_insert(idx);
+                            first[inv as usize] = idx as u32;
                         }
                     }
                     first
                 });
-                if let Some(&idx) = first.get(&target) {
-                    if idx < i {
-                        i = idx;
+                if let Some(&idx) = first.get(target as usize).filter(|&&k| k != u32::MAX) {
+                    if (idx as usize) < i {
+                        i = idx as usize;
                     }
                 }
             }
@@ -42,6 +43,7 @@ pub fn apply_rewinds(events: &[EventView]) -> Vec<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::Sym;
 
     fn ev(inv: Sym, rewind: Option<Sym>) -> EventView {
         EventView {

@@ -66,25 +66,27 @@ pub fn sliding_window_candidates(
         })
         .unwrap_or(0.0);
 
-    // Invocations in order of first appearance, with their latest timestamp.
+    // Invocations in order of first appearance, with their latest timestamp
+    // (symbols are dense: each one's place in `order` by symbol).
     let mut order: Vec<Sym> = Vec::new();
-    let mut latest: super::hash::FastMap<Sym, f64> = Default::default();
+    let mut latest: Vec<f64> = Vec::new();
+    let top = live.iter().filter_map(|&i| events[i].invocation).max();
+    let mut place = vec![u32::MAX; top.map_or(0, |s| s as usize + 1)];
     for &i in live {
         let e = &events[i];
         let (Some(inv), None) = (e.invocation, e.compaction) else {
             continue;
         };
-        match latest.get_mut(&inv) {
-            Some(ts) => *ts = py_max(*ts, e.timestamp),
-            None => {
+        match place[inv as usize] {
+            u32::MAX => {
+                place[inv as usize] = order.len() as u32;
                 order.push(inv);
-                latest.insert(inv, py_max(0.0, e.timestamp));
+                latest.push(py_max(0.0, e.timestamp));
             }
+            k => latest[k as usize] = py_max(latest[k as usize], e.timestamp),
         }
     }
-    let new: Vec<usize> = (0..order.len())
-        .filter(|&k| latest[&order[k]] > last_end)
-        .collect();
+    let new: Vec<usize> = (0..order.len()).filter(|&k| latest[k] > last_end).collect();
     if new.len() < cfg.interval || new.is_empty() {
         return Vec::new();
     }

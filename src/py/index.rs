@@ -131,6 +131,12 @@ struct Tracked {
     /// The addresses of the last list read directly, as a one-hash bitmap
     /// (see `worth_indexing`); only compared, never dereferenced.
     seen: Vec<u64>,
+    /// That list's first object, held: while it is, a list that begins
+    /// with it can hold that list's objects, and a list that does not
+    /// holds new objects, some of them maybe at the addresses of that
+    /// list's dead ones (a session's fresh Events are often allocated where
+    /// the last invocation's were freed), which `seen` cannot tell apart.
+    seen_first: Option<Py<PyAny>>,
     last_used: u64,
     /// Bumped whenever an object the index may have named in a remembered
     /// result can have died: a weakly bound object dying (its weak
@@ -685,6 +691,7 @@ impl Tracked {
             reinjected: None,
             generation: 0,
             seen: Vec::new(),
+            seen_first: None,
             deaths: Arc::new(AtomicU64::new(0)),
             obituary: None,
             alive_at: None,
@@ -887,11 +894,20 @@ impl Tracked {
             return true;
         }
         let seen = sample.iter().filter(|&&a| self.was_seen(a)).count();
-        if 2 * seen >= sample.len() && !sample.is_empty() {
+        if 2 * seen >= sample.len() && !sample.is_empty() && self.same_first(list) {
             return bind_seen;
         }
         self.remember(list);
         false
+    }
+
+    /// Whether `list` begins with the first object of the last list read
+    /// directly (see `seen_first`).
+    fn same_first(&self, list: &Bound<'_, PyList>) -> bool {
+        match (&self.seen_first, list.get_item(0)) {
+            (Some(first), Ok(now)) => now.is(first),
+            _ => false,
+        }
     }
 
     /// The bit of `addr` in a bitmap of `words` 64-bit words (a power of two).
@@ -916,6 +932,7 @@ impl Tracked {
         let words = (list.len() * 8 / 64).next_power_of_two().clamp(16, 1 << 14);
         self.seen.clear();
         self.seen.resize(words, 0);
+        self.seen_first = list.get_item(0).ok().map(Bound::unbind);
         for obj in list.iter() {
             let (word, mask) = Self::bit(obj.as_ptr() as usize, words);
             self.seen[word] |= mask;
