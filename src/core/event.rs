@@ -3,6 +3,8 @@
 /// An interned string (an invocation id or a function-call id). Equal strings
 /// get equal symbols within one extraction; only non-empty strings are
 /// interned, because google-adk treats empty ids as absent everywhere.
+/// Symbols are dense (numbered from 0 as texts are first met): some
+/// functions index tables by the largest symbol they see.
 pub type Sym = u32;
 
 /// A half-open span `[start, start + len)` into an id arena shared by a batch

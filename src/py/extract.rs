@@ -195,6 +195,21 @@ fn field<'a, 'py>(
         .ok_or(Outcome::Decline(f.what()))
 }
 
+/// Sets `keys` to the fields a stage reads (with their slots, to prefetch):
+/// each group's fields where its need holds, in order.
+fn stage_keys<'py>(
+    py: Python<'py>,
+    keys: &mut Vec<(&'py Bound<'py, PyString>, usize)>,
+    groups: &[(bool, &[F])],
+) {
+    keys.clear();
+    for &(wanted, fields) in groups {
+        if wanted {
+            keys.extend(fields.iter().map(|f| f.keyed(py)));
+        }
+    }
+}
+
 /// A float field: exactly `float` (Python compares ints and floats exactly,
 /// which an `f64` cannot always reproduce, so anything else declines).
 #[inline]
@@ -468,29 +483,22 @@ impl<'py> Extractor<'py> {
             view.ident = obj.as_ptr() as u64;
             s.dicts.push(model_dict(obj, &t.event, "not an Event")?);
         }
-        s.keys.clear();
-        if need.timestamp {
-            s.keys.push(F::Timestamp.keyed(py));
-        }
-        if need.pairing {
-            s.keys.push(F::LongRunning.keyed(py));
-        }
-        if need.invocation {
-            s.keys.push(F::Invocation.keyed(py));
-        }
-        if need.window {
-            s.keys.push(F::Scope.keyed(py));
-        }
-        if need.usage {
-            s.keys.push(F::Author.keyed(py));
-            s.keys.push(F::Usage.keyed(py));
-        }
-        if need.compaction || need.rewind || need.window || need.pairing {
-            s.keys.push(F::Actions.keyed(py));
-        }
-        if need.parts {
-            s.keys.push(F::Content.keyed(py));
-        }
+        stage_keys(
+            py,
+            &mut s.keys,
+            &[
+                (need.timestamp, &[F::Timestamp]),
+                (need.pairing, &[F::LongRunning]),
+                (need.invocation, &[F::Invocation]),
+                (need.window, &[F::Scope]),
+                (need.usage, &[F::Author, F::Usage]),
+                (
+                    need.compaction || need.rewind || need.window || need.pairing,
+                    &[F::Actions],
+                ),
+                (need.parts, &[F::Content]),
+            ],
+        );
         prefetch::tables(&s.dicts, &s.keys, &self.fields);
         prefetch::values(&s.dicts, &s.keys, &self.fields);
         // Stage 2: top-level fields.
@@ -583,17 +591,15 @@ impl<'py> Extractor<'py> {
             s.inner_dicts
                 .push((i, model_dict(&actions, &t.actions, "actions")?));
         }
-        s.keys.clear();
-        if need.rewind {
-            s.keys.push(F::Rewind.keyed(py));
-        }
-        if need.compaction {
-            s.keys.push(F::Compaction.keyed(py));
-        }
-        if need.pairing {
-            s.keys.push(F::Confirmations.keyed(py));
-            s.keys.push(F::AuthConfigs.keyed(py));
-        }
+        stage_keys(
+            py,
+            &mut s.keys,
+            &[
+                (need.rewind, &[F::Rewind]),
+                (need.compaction, &[F::Compaction]),
+                (need.pairing, &[F::Confirmations, F::AuthConfigs]),
+            ],
+        );
         prefetch::tables(s.inner_dicts.iter().map(|(_, d)| d), &s.keys, &self.fields);
         if need.compaction {
             prefetch::values(
