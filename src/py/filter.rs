@@ -173,6 +173,14 @@ pub fn prompt_chars_delta<'py>(
 /// `(removed, added, materialized)`.
 type Delta<'py> = (Bound<'py, PyList>, Bound<'py, PyList>, usize);
 
+/// The objects of the events priced (held by a selection's handle, or
+/// taken by a batch) and their views.
+type DeltaEvents<'a, 'py> = (
+    &'a [Py<PyAny>],
+    Vec<Bound<'py, PyAny>>,
+    Cow<'a, [EventView]>,
+);
+
 fn run_delta<'py>(
     events: &Bound<'py, PyAny>,
     compaction_event: &Bound<'py, PyAny>,
@@ -183,11 +191,13 @@ fn run_delta<'py>(
     let known = selected.and_then(|s| s.get().views_of(events));
     let mut batch = None;
     let mut fresh = None;
-    let (mut objects, views): (_, Cow<'_, [EventView]>) = match known {
-        Some((objects, views)) => (objects, Cow::Borrowed(views)),
+    // The events' objects: held by the handle, or taken by the batch.
+    let (held, taken, views): DeltaEvents<'_, 'py> = match known {
+        Some((held, views)) => (held, Vec::new(), Cow::Borrowed(views)),
         None => {
             let loaded = batch.insert(load(events, need)?);
             (
+                &[],
                 std::mem::take(&mut loaded.objects),
                 Cow::Owned(std::mem::take(&mut loaded.views).into_vec()),
             )
@@ -200,13 +210,25 @@ fn run_delta<'py>(
         None => fresh.insert(Extractor::new(py)?),
     };
     let extra = ex.event(compaction_event, need)?;
-    objects.push(compaction_event.clone());
+    let n = views.len();
     let diff = py.detach(move || guarded(|| filter::presence_diff(&views, extra)))?;
-    let contents = |items: &[Item]| -> PyResult<Bound<'py, PyList>> {
+    // Item `n` is the compaction event; a position past it is our bug and
+    // hands the call to the reference implementation.
+    let object = |i: usize| -> Extracted<Bound<'py, PyAny>> {
+        match (i == n, held.get(i)) {
+            (true, _) => Ok(compaction_event.clone()),
+            (false, Some(object)) => Ok(object.bind(py).clone()),
+            (false, None) => taken
+                .get(i)
+                .cloned()
+                .ok_or(Outcome::Decline("internal error")),
+        }
+    };
+    let contents = |items: &[Item]| -> Extracted<Bound<'py, PyList>> {
         let out = PyList::empty(py);
         for &item in items {
             let (Item::Raw(i) | Item::Summary(i)) = item;
-            out.append(request_content(&objects[i], item)?)?;
+            out.append(request_content(&object(i)?, item)?)?;
         }
         Ok(out)
     };

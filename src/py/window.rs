@@ -63,10 +63,7 @@ impl Selected {
     /// The objects and views of `list`'s events, when it is the handed-out
     /// list unchanged. The views' spans name an arena of the selection's
     /// call: only their timestamps and compactions are to be read.
-    pub fn views_of<'py>(
-        &self,
-        list: &Bound<'py, PyAny>,
-    ) -> Option<(Vec<Bound<'py, PyAny>>, &[EventView])> {
+    pub fn views_of(&self, list: &Bound<'_, PyAny>) -> Option<(&[Py<PyAny>], &[EventView])> {
         let py = list.py();
         if !list.is(self.list.bind(py)) {
             return None;
@@ -75,12 +72,20 @@ impl Selected {
         if list.len() != self.objects.len() {
             return None;
         }
-        let objects: Vec<Bound<'py, PyAny>> = super::prefetch::list_items(list);
-        objects
-            .iter()
-            .zip(&self.objects)
-            .all(|(now, then)| now.is(then))
-            .then_some((objects, &self.views[..]))
+        // The handle holds every object it names: an item at one's address
+        // is that object (compared without a reference taken per item).
+        let same = match super::prefetch::item_addresses(list) {
+            Some(items) => items
+                .iter()
+                .zip(&self.objects)
+                .all(|(&item, then)| item == then.as_ptr() as usize),
+            None => self
+                .objects
+                .iter()
+                .enumerate()
+                .all(|(i, then)| list.get_item(i).is_ok_and(|now| now.is(then))),
+        };
+        same.then_some((&self.objects[..], &self.views[..]))
     }
 }
 
