@@ -231,8 +231,8 @@ fn optional_float(value: &Bound<'_, PyAny>, what: &'static str) -> Extracted<Opt
 }
 
 /// Interns exact `str` values into dense symbols; `""` is symbol
-/// [`EMPTY`]. Only distinct strings are copied, once each (into one
-/// buffer, see [`Texts`]). Events of one invocation usually share the very
+/// [`EMPTY`]. Only distinct strings are copied, once each (into pages
+/// of text, see [`Texts`]). Events of one invocation usually share the very
 /// same `str` object, so the last object asked for answers most queries
 /// without reading the text; its address is stable because the caller
 /// holds every event (and so every string) for the whole extraction and no
