@@ -4,8 +4,14 @@
 /// get equal symbols within one extraction; only non-empty strings are
 /// interned, because google-adk treats empty ids as absent everywhere.
 /// Symbols are dense (numbered from 0 as texts are first met): some
-/// functions index tables by the largest symbol they see.
+/// functions index tables by symbol (see [`per_symbol`]).
 pub type Sym = u32;
+
+/// A table with a `fill` for every symbol up to the largest of `syms`
+/// (symbols are dense, so it is about as long as there are texts).
+pub fn per_symbol<T: Clone>(syms: impl Iterator<Item = Sym>, fill: T) -> Vec<T> {
+    vec![fill; syms.max().map_or(0, |s| s as usize + 1)]
+}
 
 /// A half-open span `[start, start + len)` into an id arena shared by a batch
 /// of views (function-call ids, function-response ids).

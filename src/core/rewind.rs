@@ -1,6 +1,6 @@
 //! Which events are live after rewinds (`_apply_rewinds`).
 
-use super::event::EventView;
+use super::event::{per_symbol, EventView};
 
 /// Indices of the events that survive every rewind, in chronological order.
 ///
@@ -9,7 +9,7 @@ use super::event::EventView;
 /// occurs earlier), then the walk resumes before it. Rewinds to unknown or
 /// later invocations drop only the rewind event itself.
 pub fn apply_rewinds(events: &[EventView]) -> Vec<usize> {
-    // Symbols are dense: the first event of each invocation by symbol.
+    // The first event of each invocation, by symbol.
     let mut first_by_invocation: Option<Vec<u32>> = None;
     let mut kept = Vec::with_capacity(events.len());
     let mut i = events.len();
@@ -18,8 +18,8 @@ pub fn apply_rewinds(events: &[EventView]) -> Vec<usize> {
         match events[i].rewind_before {
             Some(target) => {
                 let first = first_by_invocation.get_or_insert_with(|| {
-                    let top = events.iter().filter_map(|e| e.invocation).max();
-                    let mut first = vec![u32::MAX; top.map_or(0, |s| s as usize + 1)];
+                    let mut first =
+                        per_symbol(events.iter().filter_map(|e| e.invocation), u32::MAX);
                     for (idx, ev) in events.iter().enumerate().rev() {
                         if let Some(inv) = ev.invocation {
                             first[inv as usize] = idx as u32;

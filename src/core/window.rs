@@ -67,11 +67,11 @@ pub fn sliding_window_candidates(
         .unwrap_or(0.0);
 
     // Invocations in order of first appearance, with their latest timestamp
-    // (symbols are dense: each one's place in `order` by symbol).
+    // (and each one's place in `order`, by symbol).
     let mut order: Vec<Sym> = Vec::new();
     let mut latest: Vec<f64> = Vec::new();
-    let top = live.iter().filter_map(|&i| events[i].invocation).max();
-    let mut place = vec![u32::MAX; top.map_or(0, |s| s as usize + 1)];
+    let mut place =
+        super::event::per_symbol(live.iter().filter_map(|&i| events[i].invocation), u32::MAX);
     for &i in live {
         let e = &events[i];
         let (Some(inv), None) = (e.invocation, e.compaction) else {

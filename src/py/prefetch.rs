@@ -265,14 +265,9 @@ pub(crate) fn tables<'a, 'py: 'a>(
             .all(|(&(_, slot), o)| fields.entry_offset(slot).map(|at| *o = at).is_some());
     for dict in when_usable(dicts) {
         let d = dict.as_ptr().cast::<u8>();
-        // SAFETY: a live exact dict, whose struct holds `ma_used` and
-        // `ma_keys` at these offsets on the admitted versions.
-        let (used, table) = unsafe {
-            (
-                std::ptr::read(d.add(MA_USED).cast::<isize>()),
-                std::ptr::read(d.add(MA_KEYS).cast::<*const u8>()),
-            )
-        };
+        // SAFETY: a live exact dict, whose struct holds `ma_keys` at this
+        // offset on the admitted versions.
+        let table = unsafe { std::ptr::read(d.add(MA_KEYS).cast::<*const u8>()) };
         prefetch(table.cast());
         if known {
             for &at in &offsets[..keys.len()] {
@@ -280,6 +275,8 @@ pub(crate) fn tables<'a, 'py: 'a>(
             }
             continue;
         }
+        // SAFETY: as above, for `ma_used`.
+        let used = unsafe { std::ptr::read(d.add(MA_USED).cast::<isize>()) };
         // Header (32 bytes), one-byte indices (up to 2^7 slots: at least
         // 3/2 of the entries), 16-byte entries (string keys).
         let used = used.clamp(0, 64) as usize;
