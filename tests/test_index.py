@@ -1306,3 +1306,101 @@ def test_a_session_copy_inherits_the_last_recovery_result() -> None:
             )
     finally:
         fc.uninstall()
+
+
+def _same_selection(ours: tuple[Any, ...], theirs: tuple[Any, ...]) -> None:
+    """Two outputs of one window selection entry point agree: lists item by
+    item in identity, pricing contents in identity, numbers and flags equal;
+    the handles (last) are compared by what they price."""
+    assert len(ours) == len(theirs)
+    for mine, other in zip(ours[:-1], theirs[:-1], strict=True):
+        if isinstance(mine, list):
+            assert [id(x) for x in mine] == [id(x) for x in other]
+        elif isinstance(mine, tuple):  # pricing
+            _same_selection((*mine, None), (*other, None))
+        else:
+            assert mine is other or mine == other
+    assert (ours[-1] is None) == (theirs[-1] is None)
+
+
+def test_window_selections_are_answered_from_the_last_call_on_the_same_list() -> None:
+    # The same list asked the same again is answered from the last
+    # selection on its session; other arguments, one more event, an item
+    # replaced or a cleared index are computed again. Every answer is the
+    # one computed, and its handle prices alike.
+    from adk_fastcompact import _compaction
+
+    events = _sessions.build_due_session(400, 5)
+    bind(events)
+
+    def sliding(interval: int = 3, overlap: int = 1) -> tuple[Any, ...]:
+        out = _native.sliding_window(events, interval, overlap)
+        assert out is not None
+        return tuple(out)
+
+    def token(scope: Any = None, retention: int = 4, agent: Any = "assistant") -> tuple[Any, ...]:
+        out = _native.token_threshold_selection(events, scope, retention, agent)
+        assert out is not None
+        return tuple(out)
+
+    def computed(select: Callable[[], tuple[Any, ...]]) -> tuple[Any, ...]:
+        # Another selection in between, so this one is computed (and
+        # remembered again).
+        assert _native.sliding_window(events, 97, 0) is not None
+        before = _native.index_stats()
+        out = select()
+        assert delta(before, "selections_reused") == 0
+        return out
+
+    def priced(out: tuple[Any, ...]) -> int | None:
+        live, handle = out[1 if len(out) == 7 else 0], out[-1]
+        if handle is None:
+            return None
+        extra = _compaction_event(live, live[0].timestamp, live[len(live) // 2].timestamp)
+        token = _compaction._selected.set(handle)
+        try:
+            return _compaction.prompt_chars_saved(events=live, compaction_event=extra)
+        finally:
+            _compaction._selected.reset(token)
+
+    def check(select: Callable[[], tuple[Any, ...]], expect_reused: bool) -> None:
+        before = _native.index_stats()
+        ours = select()
+        assert delta(before, "selections_reused") == int(expect_reused)
+        theirs = computed(select)
+        _same_selection(ours, theirs)
+        assert priced(ours) == priced(theirs)
+
+    for select, other in [
+        (sliding, lambda: sliding(4, 1)),
+        (sliding, lambda: sliding(3, 0)),
+        (token, lambda: token(retention=5)),
+        (token, lambda: token(agent="someone")),
+        (token, lambda: token(scope="")),
+    ]:
+        assert _native.sliding_window(events, 98, 0) is not None
+        check(select, False)
+        check(select, True)
+        check(select, True)
+        # Other arguments: computed (and remembered in place of the last).
+        check(other, False)
+        check(other, True)
+        check(select, False)
+    # `None` arguments are remembered as `str` ones are; a declined call
+    # (a name of another type) neither answers nor replaces.
+    check(lambda: token(agent=None), False)
+    check(lambda: token(agent=None), True)
+    before = _native.index_stats()
+    assert _native.token_threshold_selection(events, None, 4, b"assistant") is None
+    assert delta(before, "selections_reused") == 0
+    check(lambda: token(agent=None), True)
+    # One more event, an item replaced, the index cleared: computed again.
+    check(sliding, False)
+    events.append(Event(author="user", invocation_id="inv-new", timestamp=events[-1].timestamp + 1))
+    check(sliding, False)
+    check(sliding, True)
+    events[10] = copy.deepcopy(events[10])
+    check(sliding, False)
+    check(sliding, True)
+    _native.index_clear()
+    check(sliding, False)

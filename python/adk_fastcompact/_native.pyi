@@ -125,7 +125,10 @@ def index_stats() -> dict[str, object]:
       compacted range are appended, anything else is merged into it),
       `recoveries_reused` (call recovery answered from the last one that
       re-injected nothing, on both lists again or extended at their ends,
-      or from the last one that re-injected, on the very same lists).
+      or from the last one that re-injected, on the very same lists),
+      `selections_reused` (a sliding-window or token-threshold selection
+      answered from the session's last one, asked the same on the very
+      same list).
     """
 
 def apply_rewinds(events: object) -> list[Event] | None:
@@ -184,7 +187,7 @@ def recover_compacted_function_calls(events: object, source_events: object) -> l
 
 @final
 class Selected:
-    """What a window selection read of the live list it handed out.
+    """The filtered history of the live list a window selection handed out.
 
     Given back to `prompt_chars_delta` with that list (unchanged: same
     length, the same object at every position), it spares reading the

@@ -2,7 +2,7 @@
 //! keeps once compaction summaries replace the raw events they cover.
 
 use super::error::CoreError;
-use super::event::EventView;
+use super::event::{CompactionView, EventView};
 use super::ranges::{cmp_f64, compaction_ranges, survivors, CompactionRange};
 
 /// One element of the filtered history.
@@ -228,20 +228,129 @@ pub fn summaries_in_creation_order(items: &[Item]) -> Vec<usize> {
 /// two share has the same size on both sides (the same raw event, or the same
 /// compaction's content), so only these differences need measuring.
 pub fn presence_diff(events: &[EventView], extra: EventView) -> Result<PresenceDiff, CoreError> {
-    let mut before = process_compaction_events(events)?;
-    // The history with `extra` from the one without it (its items, not
-    // all the events again; see `extend_with_compactions`), or in full
-    // where that declines (a NaN sort key: the full filtering fails alike).
-    let extended = extend_with_compactions(&before, |i| events[i], &[extra], events.len());
-    let mut after = match extended {
-        Some((items, _)) => items,
-        None => {
-            let mut with_extra = Vec::with_capacity(events.len() + 1);
-            with_extra.extend_from_slice(events);
-            with_extra.push(extra);
-            process_compaction_events(&with_extra)?
+    if let Some(diff) = History::of(events)?.and_then(|h| h.diff(extra)) {
+        return Ok(diff);
+    }
+    // Where extending declines (a NaN sort key), in full: the full
+    // filtering fails alike or gives the answer.
+    let before = process_compaction_events(events)?;
+    let mut with_extra = Vec::with_capacity(events.len() + 1);
+    with_extra.extend_from_slice(events);
+    with_extra.push(extra);
+    let after = process_compaction_events(&with_extra)?;
+    Ok(difference(before, after))
+}
+
+/// The filtered history of a list of events with what pricing a
+/// compaction appended to that list reads of it: per item, a raw event's
+/// timestamp or a summary's compaction bounds. Built once, it prices any
+/// appended compaction without the list's other events (see
+/// [`presence_diff`]).
+#[derive(Debug, Clone, Default)]
+pub struct History {
+    /// The items by event index (ascending), a summary's with
+    /// [`History::SUMMARY`] set: the answer does not depend on their order
+    /// (extending sorts what it keeps, and differences are taken sorted).
+    items: Vec<u32>,
+    /// Per item, a raw event's timestamp or a summary's start.
+    first: Vec<f64>,
+    /// Per item, a summary's end (unused for a raw event).
+    end: Vec<f64>,
+    /// A summary without bounds: extending declines (it reads them all).
+    unbounded: bool,
+    /// Events in the list (the index an appended event gets).
+    len: usize,
+}
+
+impl History {
+    const SUMMARY: u32 = 1 << 31;
+
+    /// The filtered history of `events`; `None` for a list too long to
+    /// number in 31 bits.
+    pub fn of(events: &[EventView]) -> Result<Option<Self>, CoreError> {
+        if events.len() >= Self::SUMMARY as usize {
+            return Ok(None);
         }
-    };
+        let mut items = process_compaction_events(events)?;
+        // An index is one item at most: a compaction event is never raw.
+        items.sort_unstable_by_key(|item| match *item {
+            Item::Raw(i) | Item::Summary(i) => i,
+        });
+        let mut history = History {
+            items: Vec::with_capacity(items.len()),
+            first: Vec::with_capacity(items.len()),
+            end: Vec::with_capacity(items.len()),
+            unbounded: false,
+            len: events.len(),
+        };
+        for item in items {
+            let (code, first, end) = match item {
+                Item::Raw(i) => (i as u32, events[i].timestamp, 0.0),
+                Item::Summary(i) => match events[i].compaction.and_then(|c| c.bounds()) {
+                    Some((start, end)) => (i as u32 | Self::SUMMARY, start, end),
+                    None => {
+                        history.unbounded = true;
+                        (i as u32 | Self::SUMMARY, f64::NAN, f64::NAN)
+                    }
+                },
+            };
+            history.items.push(code);
+            history.first.push(first);
+            history.end.push(end);
+        }
+        Ok(Some(history))
+    }
+
+    fn item(code: u32) -> Item {
+        let i = (code & !Self::SUMMARY) as usize;
+        match code & Self::SUMMARY {
+            0 => Item::Raw(i),
+            _ => Item::Summary(i),
+        }
+    }
+
+    /// What appending `extra` changes (see [`presence_diff`]), or `None`
+    /// where extending the history declines (a summary without bounds, a
+    /// NaN sort key), which only the full filtering of the list and
+    /// `extra` answers.
+    pub fn diff(&self, extra: EventView) -> Option<PresenceDiff> {
+        if self.unbounded {
+            return None;
+        }
+        let before: Vec<Item> = self.items.iter().map(|&c| Self::item(c)).collect();
+        // Extending asks only for its items' events.
+        let view_of = |i: usize| {
+            let Ok(k) = self
+                .items
+                .binary_search_by_key(&(i as u32), |&c| c & !Self::SUMMARY)
+            else {
+                return EventView::default();
+            };
+            match self.items[k] & Self::SUMMARY {
+                0 => EventView::at(self.first[k]),
+                _ => EventView {
+                    compaction: Some(CompactionView {
+                        start: Some(self.first[k]),
+                        end: Some(self.end[k]),
+                        has_content: true,
+                    }),
+                    ..Default::default()
+                },
+            }
+        };
+        let (after, _) = extend_with_compactions(&before, view_of, &[extra], self.len)?;
+        Some(difference(before, after))
+    }
+
+    /// Bytes held.
+    pub fn memory_bytes(&self) -> usize {
+        self.items.capacity() * 4 + (self.first.capacity() + self.end.capacity()) * 8
+    }
+}
+
+/// The items only in `before` and only in `after`, each in index order,
+/// with the summaries both materialize.
+fn difference(mut before: Vec<Item>, mut after: Vec<Item>) -> PresenceDiff {
     let key = |item: &Item| match *item {
         Item::Raw(i) => (i, 0u8),
         Item::Summary(i) => (i, 1u8),
@@ -282,11 +391,11 @@ pub fn presence_diff(events: &[EventView], extra: EventView) -> Result<PresenceD
             (None, None) => unreachable!("loop condition"),
         }
     }
-    Ok(PresenceDiff {
+    PresenceDiff {
         removed,
         added,
         materialized,
-    })
+    }
 }
 
 /// Result of [`presence_diff`].

@@ -4,7 +4,7 @@
 use super::event::{CompactionView, EventView, Sym};
 use super::filter::{
     extend_with_compactions, presence_diff, process_compaction_events, process_extensibly,
-    Coverage, Item,
+    Coverage, History, Item,
 };
 use super::ranges::{compaction_ranges, survivors};
 use super::recover::{recover_compacted_function_calls, Calls, Recovered};
@@ -168,9 +168,25 @@ proptest! {
         added.sort_unstable_by_key(key);
         let summaries = |items: &[Item]| items.iter().filter(|i| matches!(i, Item::Summary(_))).count();
         let diff = presence_diff(&events, extra).unwrap();
-        prop_assert_eq!(diff.removed, removed);
-        prop_assert_eq!(diff.added, added);
+        prop_assert_eq!(&diff.removed, &removed);
+        prop_assert_eq!(&diff.added, &added);
         prop_assert_eq!(diff.materialized, summaries(&before) + summaries(&after));
+        // The history alone (what a selection's handle keeps) prices alike
+        // wherever it answers, and it answers for every list whose
+        // summaries all have bounds and whose keys are not NaN.
+        let history = History::of(&events).unwrap().unwrap();
+        match history.diff(extra) {
+            Some(again) => prop_assert_eq!(again, diff),
+            None => {
+                let unbounded = before.iter().any(|item| match *item {
+                    Item::Summary(i) => events[i].compaction.and_then(|c| c.bounds()).is_none(),
+                    Item::Raw(_) => false,
+                });
+                let nan = all.iter().any(|e| e.timestamp.is_nan()
+                    || e.compaction.is_some_and(|c| c.end.is_some_and(f64::is_nan)));
+                prop_assert!(unbounded || nan);
+            }
+        }
     }
 
     /// What the index's filtering memo relies on: when `Extension` says a

@@ -6,13 +6,11 @@ use super::extract::Need;
 use super::index::{filter_again, load};
 use super::summary;
 use super::window::Selected;
-use crate::core::filter::{self, Item};
+use crate::core::filter::{self, Item, PresenceDiff};
 use crate::core::guarded;
-use crate::core::EventView;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString};
-use std::borrow::Cow;
 
 /// What prompt filtering reads of every event.
 const FILTER: Need = Need {
@@ -173,14 +171,6 @@ pub fn prompt_chars_delta<'py>(
 /// `(removed, added, materialized)`.
 type Delta<'py> = (Bound<'py, PyList>, Bound<'py, PyList>, usize);
 
-/// The objects of the events priced (held by a selection's handle, or
-/// taken by a batch) and their views.
-type DeltaEvents<'a, 'py> = (
-    &'a [Py<PyAny>],
-    Vec<Bound<'py, PyAny>>,
-    Cow<'a, [EventView]>,
-);
-
 fn run_delta<'py>(
     events: &Bound<'py, PyAny>,
     compaction_event: &Bound<'py, PyAny>,
@@ -188,47 +178,48 @@ fn run_delta<'py>(
 ) -> Extracted<Delta<'py>> {
     let py = events.py();
     let need = FILTER;
-    let known = selected.and_then(|s| s.get().views_of(events));
-    let mut batch = None;
-    let mut fresh = None;
-    // The events' objects: held by the handle, or taken by the batch.
-    let (held, taken, views): DeltaEvents<'_, 'py> = match known {
-        Some((held, views)) => (held, Vec::new(), Cow::Borrowed(views)),
-        None => {
-            let loaded = batch.insert(load(events, need)?);
-            (
-                &[],
-                std::mem::take(&mut loaded.objects),
-                Cow::Owned(std::mem::take(&mut loaded.views).into_vec()),
-            )
+    if let Some((held, history)) = selected.and_then(|s| s.get().history_of(events)) {
+        let extra = Extractor::new(py)?.event(compaction_event, need)?;
+        // `None`: extending the history declines (a NaN sort key); the
+        // events are then read and filtered in full.
+        if let Some(diff) = guarded(|| Ok(history.diff(extra)))? {
+            return delta(&diff, compaction_event, held.len(), |i| {
+                held.get(i).map(|o| o.bind(py).clone())
+            });
         }
-    };
-    // The batch's own extractor when there is a batch: its arena is the
-    // index's while the index is checked out, and goes back with it.
-    let ex = match batch.as_mut() {
-        Some(loaded) => &mut loaded.ex,
-        None => fresh.insert(Extractor::new(py)?),
-    };
-    let extra = ex.event(compaction_event, need)?;
+    }
+    let mut loaded = load(events, need)?;
+    let views = std::mem::take(&mut loaded.views);
+    // The batch's own extractor: its arena is the index's while the index
+    // is checked out, and goes back with it.
+    let extra = loaded.ex.event(compaction_event, need)?;
     let n = views.len();
     let diff = py.detach(move || guarded(|| filter::presence_diff(&views, extra)))?;
-    // Item `n` is the compaction event; a position past it is our bug and
-    // hands the call to the reference implementation.
-    let object = |i: usize| -> Extracted<Bound<'py, PyAny>> {
-        match (i == n, held.get(i)) {
-            (true, _) => Ok(compaction_event.clone()),
-            (false, Some(object)) => Ok(object.bind(py).clone()),
-            (false, None) => taken
-                .get(i)
-                .cloned()
-                .ok_or(Outcome::Decline("internal error")),
-        }
-    };
+    let objects = std::mem::take(&mut loaded.objects);
+    delta(&diff, compaction_event, n, |i| objects.get(i).cloned())
+}
+
+/// The request contents `diff` removes and adds, with the summaries it
+/// materializes; `object(i)` is the event at `i` of the `n` events, and
+/// position `n` is `compaction_event`.
+fn delta<'py>(
+    diff: &PresenceDiff,
+    compaction_event: &Bound<'py, PyAny>,
+    n: usize,
+    object: impl Fn(usize) -> Option<Bound<'py, PyAny>>,
+) -> Extracted<Delta<'py>> {
+    let py = compaction_event.py();
     let contents = |items: &[Item]| -> Extracted<Bound<'py, PyList>> {
         let out = PyList::empty(py);
         for &item in items {
             let (Item::Raw(i) | Item::Summary(i)) = item;
-            out.append(request_content(&object(i)?, item)?)?;
+            // A position past `n` is our bug and hands the call to the
+            // reference implementation.
+            let event = match i == n {
+                true => compaction_event.clone(),
+                false => object(i).ok_or(Outcome::Decline("internal error"))?,
+            };
+            out.append(request_content(&event, item)?)?;
         }
         Ok(out)
     };

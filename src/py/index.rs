@@ -54,6 +54,7 @@ use super::extract::{event_dict, Extractor, Interner, Need, CHUNK};
 use super::scratch::Views;
 use super::summary;
 use super::version_tag;
+use super::window::{Asked, Plan};
 use crate::core::filter::{self, Extension, Item};
 use crate::core::hash::FastMap;
 use crate::core::index::{group, id_key, EventIndex, Slot};
@@ -122,6 +123,10 @@ struct Tracked {
     /// something, to answer the next one on the very same lists (see
     /// [`recover_same`]).
     reinjected: Option<ReinjectMemo>,
+    /// The last window selection (sliding window or token threshold)
+    /// through the index, to answer the next one asked the same on the
+    /// very same list (see [`selection_again`]).
+    selection: Option<SelectionMemo>,
     /// Bumped whenever what a slot stores changes, so a remembered result
     /// is only reused over unchanged views. (Binding a slot to another
     /// object of equal values does not bump it: a remembered result checks
@@ -178,6 +183,31 @@ impl Seen {
             generation: t.generation,
             deaths: t.deaths(),
         })
+    }
+
+    /// [`Seen::of`] keeping addresses only: checked by [`Seen::unchanged`]
+    /// alone.
+    fn addresses(t: &Tracked, objects: &[Bound<'_, PyAny>], slots: &[Slot]) -> Option<Self> {
+        if slots.contains(&Slot::MAX) {
+            return None;
+        }
+        Some(Seen {
+            addrs: objects.iter().map(|o| o.as_ptr() as usize).collect(),
+            slots: Vec::new(),
+            generation: t.generation,
+            deaths: t.deaths(),
+        })
+    }
+
+    /// Whether `list` holds exactly these objects, over an unchanged index,
+    /// with no object dead since they were known bound (so each is alive,
+    /// and an item at its address is it). Without the per-object check of
+    /// [`Seen::begin`]: after any death, `false`.
+    fn unchanged(&self, t: &Tracked, list: &Bound<'_, PyList>) -> bool {
+        self.generation == t.generation
+            && self.deaths == t.deaths()
+            && list.len() == self.len()
+            && starts_with(list, &self.addrs)
     }
 
     fn len(&self) -> usize {
@@ -365,6 +395,20 @@ impl ReinjectMemo {
             + self.held.capacity() * 24
             + self.result.capacity() * std::mem::size_of::<Recovered>()
             + 64
+    }
+}
+
+/// The last window selection: its items, what it was asked besides them,
+/// and its answer.
+struct SelectionMemo {
+    seen: Seen,
+    asked: Asked,
+    plan: Arc<Plan>,
+}
+
+impl SelectionMemo {
+    fn memory_bytes(&self) -> usize {
+        self.seen.memory_bytes() + self.plan.memory_bytes() + 64
     }
 }
 
@@ -689,6 +733,7 @@ impl Tracked {
             filtered: None,
             recovered: None,
             reinjected: None,
+            selection: None,
             generation: 0,
             seen: Vec::new(),
             seen_first: None,
@@ -728,6 +773,10 @@ impl Tracked {
                 .reinjected
                 .as_ref()
                 .map_or(0, ReinjectMemo::memory_bytes)
+            + self
+                .selection
+                .as_ref()
+                .map_or(0, SelectionMemo::memory_bytes)
             + weak * 64
             + held
     }
@@ -1029,6 +1078,7 @@ struct Counters {
     ranges_reused: u64,
     filters_reused: u64,
     recoveries_reused: u64,
+    selections_reused: u64,
     copied: u64,
     copy_nanos: u64,
     direct: u64,
@@ -1061,6 +1111,7 @@ static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
         ranges_reused: 0,
         filters_reused: 0,
         recoveries_reused: 0,
+        selections_reused: 0,
         copied: 0,
         copy_nanos: 0,
         direct: 0,
@@ -1412,6 +1463,25 @@ impl<'py> Loaded<'py> {
         });
     }
 
+    /// Remembers `plan`, the answer of a window selection asked `asked` on
+    /// this call's list (`objects`, taken from the batch), for
+    /// [`selection_again`] (when every item is bound).
+    pub fn remember_selection(
+        &mut self,
+        objects: &[Bound<'_, PyAny>],
+        asked: Asked,
+        plan: Arc<Plan>,
+    ) {
+        let Some(t) = memo_index(&mut self.checkout, &self.at) else {
+            return;
+        };
+        t.selection = Seen::addresses(t, objects, &self.slots).map(|seen| SelectionMemo {
+            seen,
+            asked,
+            plan,
+        });
+    }
+
     /// Remembers `kept`, the result of `apply_rewinds` on this call's list,
     /// for [`rewinds_again`] (when every item is bound).
     pub fn remember_rewinds(&mut self, kept: &[usize]) {
@@ -1525,6 +1595,22 @@ fn load_with<'py>(
 /// stored), the surviving positions. `None`: compute.
 pub fn rewinds_again(list: &Bound<'_, PyList>) -> Extracted<Option<Vec<u32>>> {
     remembered(list, |t| extend_rewinds(t, list), |c| c.rewinds_reused += 1)
+}
+
+/// The answer of the session's last window selection, when it was asked
+/// `asked` too and `list` holds exactly its objects (none of the session's
+/// bound objects died since, over an unchanged index): a selection reads
+/// nothing but the events, so the same events give the same answer.
+/// `None`: compute.
+pub fn selection_again(list: &Bound<'_, PyList>, asked: &Asked) -> Extracted<Option<Arc<Plan>>> {
+    remembered(
+        list,
+        |t| {
+            let memo = t.selection.as_ref()?;
+            (memo.asked == *asked && memo.seen.unchanged(t, list)).then(|| memo.plan.clone())
+        },
+        |c| c.selections_reused += 1,
+    )
 }
 
 /// What `answer` makes of the index of `list`'s session (checked out for
@@ -2312,6 +2398,7 @@ impl Counters {
         self.ranges_reused += c.ranges_reused;
         self.filters_reused += c.filters_reused;
         self.recoveries_reused += c.recoveries_reused;
+        self.selections_reused += c.selections_reused;
         self.copied += c.copied;
         self.copy_nanos += c.copy_nanos;
         self.direct += c.direct;
@@ -2629,6 +2716,7 @@ pub fn index_stats(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     out.set_item("ranges_reused", c.ranges_reused)?;
     out.set_item("filters_reused", c.filters_reused)?;
     out.set_item("recoveries_reused", c.recoveries_reused)?;
+    out.set_item("selections_reused", c.selections_reused)?;
     out.set_item("copied", c.copied)?;
     out.set_item("direct", c.direct)?;
     out.set_item("copy_seconds", c.copy_nanos as f64 * 1e-9)?;

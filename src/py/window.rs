@@ -3,14 +3,15 @@
 use super::error::{finish, Extracted, Outcome};
 use super::extract::{Extractor, Need};
 use super::filter::request_content;
-use super::index::load;
-use super::scratch::Views;
-use crate::core::filter::{self, Item};
+use super::index::{load, selection_again};
+use crate::core::filter::{self, History, Item};
 use crate::core::ranges;
 use crate::core::window::{self, SlidingWindow};
 use crate::core::{guarded, rewind, EventView};
 use pyo3::prelude::*;
-use pyo3::types::PyList;
+use pyo3::types::{PyList, PyString};
+use std::borrow::Cow;
+use std::sync::Arc;
 
 /// What window selection reads of every event.
 const LIGHT: Need = Need {
@@ -32,39 +33,26 @@ const FULL: Need = Need {
 };
 
 /// A list a window selection handed out (the live history google-adk then
-/// passes to `_prompt_chars_saved`), with what the selection read of its
-/// events: their views for prompt filtering. `prompt_chars_delta` uses them
-/// instead of reading the events again when it is given this very list,
-/// unchanged (same length, the same object at every position; the handle
-/// holds the objects, so an address cannot have been reused).
+/// passes to `_prompt_chars_saved`), with the filtered history of its
+/// events (what pricing a compaction appended to it reads of them).
+/// `prompt_chars_delta` prices from it instead of reading the events again
+/// when it is given this very list, unchanged (same length, the same
+/// object at every position; the handle holds the objects, so an address
+/// cannot have been reused).
 #[pyclass(frozen)]
 pub struct Selected {
     list: Py<PyList>,
     objects: Vec<Py<PyAny>>,
-    /// The views of the list's events (the selection's own buffer when
-    /// every event is live, so nothing is copied).
-    views: Views,
+    /// `None` for a list too long for one (see [`History::of`]).
+    history: Option<Arc<History>>,
 }
 
 impl Selected {
-    fn new<'py>(
-        list: &Bound<'py, PyList>,
-        objects: &[Bound<'py, PyAny>],
-        views: Views,
-        idx: &[usize],
-    ) -> Self {
-        Selected {
-            list: list.clone().unbind(),
-            objects: idx.iter().map(|&i| objects[i].clone().unbind()).collect(),
-            views,
-        }
-    }
-
-    /// The objects and views of `list`'s events, when it is the handed-out
-    /// list unchanged. The views' spans name an arena of the selection's
-    /// call: only their timestamps and compactions are to be read.
-    pub fn views_of(&self, list: &Bound<'_, PyAny>) -> Option<(&[Py<PyAny>], &[EventView])> {
+    /// The objects and filtered history of `list`'s events, when it is the
+    /// handed-out list unchanged.
+    pub fn history_of(&self, list: &Bound<'_, PyAny>) -> Option<(&[Py<PyAny>], &History)> {
         let py = list.py();
+        let history = self.history.as_deref()?;
         if !list.is(self.list.bind(py)) {
             return None;
         }
@@ -85,23 +73,113 @@ impl Selected {
                 .enumerate()
                 .all(|(i, then)| list.get_item(i).is_ok_and(|now| now.is(then))),
         };
-        same.then_some((&self.objects[..], &self.views[..]))
+        same.then_some((&self.objects[..], history))
     }
 }
 
-/// The list of `objects[idx]` a selection hands out, with its [`Selected`]
-/// handle when it was priced (only a selection with something to compact
-/// is summarized and priced): `views` are then the views of that list.
+/// What a selection was asked besides its list.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Asked {
+    Sliding {
+        interval: usize,
+        overlap: usize,
+    },
+    Token {
+        scope: Option<Box<str>>,
+        retention: usize,
+        agent: Option<Box<str>>,
+    },
+}
+
+/// A selection's answer as positions in its list: what is handed out,
+/// built again from the same list's objects without reading them (a
+/// session's last one is remembered, see `index::selection_again`).
+#[derive(Debug)]
+pub struct Plan {
+    /// The rewound events (token path; `None`: every event).
+    rewound: Option<Vec<u32>>,
+    /// The events handed out (`None`: every event).
+    handed: Option<Vec<u32>>,
+    to_compact: Vec<u32>,
+    count: Option<i64>,
+    seed_from: Option<u32>,
+    priced: Option<Priced>,
+}
+
+/// A selection's pricing as positions in its list: the request contents
+/// removed and added (a position, and whether it is a summary's), with
+/// the handed-out events' filtered history for its handle.
+#[derive(Debug)]
+struct Priced {
+    removed: Vec<(u32, bool)>,
+    added: Vec<(u32, bool)>,
+    weightless_added: bool,
+    previous: Option<u32>,
+    materialized: usize,
+    history: Option<Arc<History>>,
+}
+
+impl Plan {
+    /// Bytes held (the history counted whole, though handles may share it).
+    pub fn memory_bytes(&self) -> usize {
+        let positions = |v: &Option<Vec<u32>>| v.as_ref().map_or(0, |v| v.capacity() * 4);
+        std::mem::size_of::<Self>()
+            + positions(&self.rewound)
+            + positions(&self.handed)
+            + self.to_compact.capacity() * 4
+            + self.priced.as_ref().map_or(0, |p| {
+                (p.removed.capacity() + p.added.capacity()) * 8
+                    + p.history.as_ref().map_or(0, |h| h.memory_bytes())
+            })
+    }
+}
+
+/// `idx` (increasing) as positions, `None` when it names every one of `n`.
+fn positions(idx: &[usize], n: usize) -> Option<Vec<u32>> {
+    (idx.len() != n).then(|| idx.iter().map(|&i| i as u32).collect())
+}
+
+/// The objects at `at` (`None`: all of them), in a new list.
+fn objects_at<'py>(
+    py: Python<'py>,
+    objects: &[Bound<'py, PyAny>],
+    at: Option<&[u32]>,
+) -> PyResult<Bound<'py, PyList>> {
+    match at {
+        None => PyList::new(py, objects),
+        Some(at) => PyList::new(py, at.iter().map(|&i| &objects[i as usize])),
+    }
+}
+
+/// The list of handed-out events, with its [`Selected`] handle when the
+/// selection was priced (only a selection with something to compact is
+/// summarized and priced).
 #[allow(clippy::type_complexity)]
 fn handed_out<'py>(
     py: Python<'py>,
     objects: &[Bound<'py, PyAny>],
-    views: Option<Views>,
-    idx: &[usize],
+    plan: &Plan,
 ) -> PyResult<(Bound<'py, PyList>, Option<Bound<'py, Selected>>)> {
-    let list = objects_of(py, objects, idx)?;
-    let selected = match views {
-        Some(views) => Some(Bound::new(py, Selected::new(&list, objects, views, idx))?),
+    let at = plan.handed.as_deref();
+    let list = objects_at(py, objects, at)?;
+    let selected = match &plan.priced {
+        Some(priced) => {
+            let held = match at {
+                None => objects.iter().map(|o| o.clone().unbind()).collect(),
+                Some(at) => at
+                    .iter()
+                    .map(|&i| objects[i as usize].clone().unbind())
+                    .collect(),
+            };
+            Some(Bound::new(
+                py,
+                Selected {
+                    list: list.clone().unbind(),
+                    objects: held,
+                    history: priced.history.clone(),
+                },
+            )?)
+        }
         None => None,
     };
     Ok((list, selected))
@@ -109,13 +187,11 @@ fn handed_out<'py>(
 
 /// The views of `idx` (increasing): `views` itself when `idx` names them all
 /// (the live events are usually all of them: no rewind, one scope).
-fn subset(views: Views, idx: &[usize]) -> Views {
+fn subset<'a>(views: &'a [EventView], idx: &[usize]) -> Cow<'a, [EventView]> {
     if idx.len() == views.len() {
-        return views;
+        return Cow::Borrowed(views);
     }
-    let mut some = Views::with_capacity(idx.len());
-    some.extend(idx.iter().map(|&i| views[i]));
-    some
+    Cow::Owned(idx.iter().map(|&i| views[i]).collect())
 }
 
 /// The live events of the session: rewinds applied, then only those `keep`s.
@@ -173,12 +249,21 @@ fn trim<'py>(
     })?)
 }
 
-fn objects_of<'py>(
-    py: Python<'py>,
-    all: &[Bound<'py, PyAny>],
-    idx: &[usize],
-) -> PyResult<Bound<'py, PyList>> {
-    PyList::new(py, idx.iter().map(|&i| &all[i]))
+/// The plan `asked` remembered for `list` (the same objects as the last
+/// selection on its session), with the list's objects.
+#[allow(clippy::type_complexity)]
+fn again<'py>(
+    list: &Bound<'py, PyList>,
+    asked: Option<&Asked>,
+) -> Extracted<Option<(Vec<Bound<'py, PyAny>>, Arc<Plan>)>> {
+    let Some(asked) = asked else {
+        return Ok(None);
+    };
+    let Some(plan) = selection_again(list, asked)? else {
+        return Ok(None);
+    };
+    // As many as the remembered objects (nothing ran since the check).
+    Ok(Some((super::prefetch::list_items(list), plan)))
 }
 
 /// What a sliding-window call needs besides the events: `(removed, added,
@@ -229,6 +314,11 @@ fn run_sliding<'py>(
     else {
         return Err(Outcome::Decline("config out of range"));
     };
+    let asked = Asked::Sliding { interval, overlap };
+    let list = Extractor::list(events)?;
+    if let Some((objects, plan)) = again(list, Some(&asked))? {
+        return Ok(sliding_out(py, &objects, &plan)?);
+    }
     let cfg = SlidingWindow { interval, overlap };
     // Without the index, function-call data (content parts) is read only
     // where the decision looks at it: the window, and the whole live
@@ -249,60 +339,115 @@ fn run_sliding<'py>(
         FULL,
     )?;
     let to_compact = &candidates[..keep];
-    let (pricing, live_views) = if to_compact.is_empty() {
-        (None, None)
+    let priced = if to_compact.is_empty() {
+        None
     } else {
         let weightless = window::weightless_compaction(&views, to_compact);
-        let live_views = subset(views, &live);
-        let pricing = price(py, &objects, &live_views, &live, weightless)?;
-        (Some(pricing), Some(live_views))
+        Some(price(&subset(&views, &live), &live, weightless)?)
     };
-    let (events, selected) = handed_out(py, &objects, live_views, &live)?;
+    let plan = Arc::new(Plan {
+        rewound: None,
+        handed: positions(&live, views.len()),
+        to_compact: to_compact.iter().map(|&i| i as u32).collect(),
+        count: None,
+        seed_from: None,
+        priced,
+    });
+    loaded.remember_selection(&objects, asked, plan.clone());
+    Ok(sliding_out(py, &objects, &plan)?)
+}
+
+/// A sliding window's outputs from its plan.
+fn sliding_out<'py>(
+    py: Python<'py>,
+    objects: &[Bound<'py, PyAny>],
+    plan: &Plan,
+) -> PyResult<SlidingOut<'py>> {
+    let (events, selected) = handed_out(py, objects, plan)?;
     Ok((
         events,
-        objects_of(py, &objects, to_compact)?,
-        pricing,
+        objects_at(py, objects, Some(&plan.to_compact))?,
+        plan.priced
+            .as_ref()
+            .map(|p| pricing(py, objects, p))
+            .transpose()?,
         selected,
     ))
 }
 
 /// What google-adk's `_is_range_worth_compacting` measures, as presence
-/// changes of the filtered live history when the weightless summary of
-/// `range` is appended. `live_views` are the views of `objects[live]`.
-fn price<'py>(
+/// changes of the filtered history of the handed-out events (`handed`,
+/// whose views are `views`) when the weightless summary of the range is
+/// appended.
+fn price(
+    views: &[EventView],
+    handed: &[usize],
+    weightless: Option<EventView>,
+) -> Extracted<Priced> {
+    let weightless = weightless.ok_or(Outcome::Decline("internal error"))?;
+    let history = guarded(|| History::of(views))?;
+    let diff = match history.as_ref().and_then(|h| h.diff(weightless)) {
+        Some(diff) => diff,
+        None => guarded(|| filter::presence_diff(views, weightless))?,
+    };
+    let previous = ranges::compaction_ranges(views)
+        .last()
+        .map(|r| handed[r.index] as u32);
+    // Positions in the list; the weightless summary (past the handed-out
+    // events) is flagged instead.
+    let parts = |items: &[Item]| -> Vec<(u32, bool)> {
+        items
+            .iter()
+            .filter_map(|&item| {
+                let (Item::Raw(k) | Item::Summary(k)) = item;
+                let summary = matches!(item, Item::Summary(_));
+                handed.get(k).map(|&i| (i as u32, summary))
+            })
+            .collect()
+    };
+    Ok(Priced {
+        removed: parts(&diff.removed),
+        added: parts(&diff.added),
+        weightless_added: diff.added.contains(&Item::Summary(handed.len())),
+        previous,
+        materialized: diff.materialized,
+        history: history.map(Arc::new),
+    })
+}
+
+/// A selection's pricing outputs: `(removed, added, weightless_added,
+/// previous_summary, materialized)`.
+fn pricing<'py>(
     py: Python<'py>,
     objects: &[Bound<'py, PyAny>],
-    live_views: &[EventView],
-    live: &[usize],
-    weightless: Option<EventView>,
-) -> Extracted<Pricing<'py>> {
-    let weightless = weightless.ok_or(Outcome::Decline("internal error"))?;
-    let diff = guarded(|| filter::presence_diff(live_views, weightless))?;
-    let (removed, added) = (diff.removed, diff.added);
-    let previous = ranges::compaction_ranges(live_views)
-        .last()
-        .map(|r| live[r.index]);
-    let contents = |items: &[Item]| -> PyResult<Bound<'py, PyList>> {
+    priced: &Priced,
+) -> PyResult<Pricing<'py>> {
+    let contents = |parts: &[(u32, bool)]| -> PyResult<Bound<'py, PyList>> {
         let out = PyList::empty(py);
-        for &item in items {
-            let (Item::Raw(k) | Item::Summary(k)) = item;
-            if k < live.len() {
-                out.append(request_content(&objects[live[k]], item)?)?;
-            }
+        for &(i, summary) in parts {
+            let i = i as usize;
+            let item = if summary {
+                Item::Summary(i)
+            } else {
+                Item::Raw(i)
+            };
+            out.append(request_content(&objects[i], item)?)?;
         }
         Ok(out)
     };
-    let weightless_added = added.contains(&Item::Summary(live.len()));
-    let previous = match previous {
-        Some(i) => Some(request_content(&objects[i], Item::Summary(i))?),
+    let previous = match priced.previous {
+        Some(i) => Some(request_content(
+            &objects[i as usize],
+            Item::Summary(i as usize),
+        )?),
         None => None,
     };
     Ok((
-        contents(&removed)?,
-        contents(&added)?,
-        weightless_added,
+        contents(&priced.removed)?,
+        contents(&priced.added)?,
+        priced.weightless_added,
         previous,
-        diff.materialized,
+        priced.materialized,
     ))
 }
 
@@ -350,6 +495,19 @@ fn run_token<'py>(
     let Ok(retention) = usize::try_from(retention) else {
         return Err(Outcome::Decline("config out of range"));
     };
+    // Remembered only for `str` / `None` arguments (compared by value).
+    let asked = match (text(isolation_scope), text(agent_name)) {
+        (Some(scope), Some(agent)) => Some(Asked::Token {
+            scope,
+            retention,
+            agent,
+        }),
+        _ => None,
+    };
+    let list = Extractor::list(events)?;
+    if let Some((objects, plan)) = again(list, asked.as_ref())? {
+        return Ok(token_out(py, &objects, &plan)?);
+    }
     let mut loaded = load(
         events,
         Need {
@@ -389,8 +547,8 @@ fn run_token<'py>(
         guarded(|| Ok(window::token_window(&views, &ex.ids, &candidates, retention).to_vec()))?;
     let keep = trim(ex, &objects, &mut views, &mut full, &window, &scoped, need)?;
     let selection = window::finish_token_selection(&views, &candidates, &window[..keep]);
-    let (pricing, live_views) = if selection.to_compact.is_empty() {
-        (None, None)
+    let priced = if selection.to_compact.is_empty() {
+        None
     } else {
         let seed_ts = selection
             .seed_from
@@ -400,18 +558,49 @@ fn run_token<'py>(
             .into_iter()
             .chain(selection.to_compact.iter().map(|&i| views[i].timestamp));
         let weightless = window::weightless_over(stamps);
-        let live_views = subset(views, &scoped);
-        let pricing = price(py, &objects, &live_views, &scoped, weightless)?;
-        (Some(pricing), Some(live_views))
+        Some(price(&subset(&views, &scoped), &scoped, weightless)?)
     };
-    let (events, selected) = handed_out(py, &objects, live_views, &scoped)?;
-    Ok((
-        objects_of(py, &objects, &rewound)?,
-        events,
+    let plan = Arc::new(Plan {
+        rewound: positions(&rewound, views.len()),
+        handed: positions(&scoped, views.len()),
+        to_compact: selection.to_compact.iter().map(|&i| i as u32).collect(),
         count,
-        objects_of(py, &objects, &selection.to_compact)?,
-        selection.seed_from.map(|i| objects[i].clone()),
-        pricing,
+        seed_from: selection.seed_from.map(|i| i as u32),
+        priced,
+    });
+    if let Some(asked) = asked {
+        loaded.remember_selection(&objects, asked, plan.clone());
+    }
+    Ok(token_out(py, &objects, &plan)?)
+}
+
+/// A token-threshold selection's outputs from its plan.
+fn token_out<'py>(
+    py: Python<'py>,
+    objects: &[Bound<'py, PyAny>],
+    plan: &Plan,
+) -> PyResult<TokenOut<'py>> {
+    let (events, selected) = handed_out(py, objects, plan)?;
+    Ok((
+        objects_at(py, objects, plan.rewound.as_deref())?,
+        events,
+        plan.count,
+        objects_at(py, objects, Some(&plan.to_compact))?,
+        plan.seed_from.map(|i| objects[i as usize].clone()),
+        plan.priced
+            .as_ref()
+            .map(|p| pricing(py, objects, p))
+            .transpose()?,
         selected,
     ))
+}
+
+/// A `str` argument's text (`Some(None)` for `None`), or `None` for any
+/// other value.
+fn text(value: &Bound<'_, PyAny>) -> Option<Option<Box<str>>> {
+    if value.is_none() {
+        return Some(None);
+    }
+    let s = value.cast_exact::<PyString>().ok()?;
+    Some(Some(s.to_str().ok()?.into()))
 }
