@@ -288,11 +288,15 @@ def test_uninstall_drops_the_indexes_and_disabling_bypasses_them() -> None:
 
 
 def test_memory_per_indexed_event_is_reported_and_bounded() -> None:
+    # Every result a session's index remembers, over one list: they share
+    # one record of its objects.
     events = _sessions.build_session(5_000)
     for _ in range(2):
         filtered(events)
         fc.apply_rewinds(events)
         fc.get_compaction_ranges(events)
+        assert _native.sliding_window(events, 3, 1) is not None
+        assert _native.token_threshold_selection(events, None, 4, "assistant") is not None
     stats = _native.index_stats()
     assert stats["events"] == len(events)
     per_event = stats["bytes"] / stats["events"]

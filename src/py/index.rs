@@ -160,43 +160,78 @@ struct Tracked {
     alive_at: Option<u64>,
 }
 
-/// The objects a remembered result was computed from: their addresses and
-/// slots (each bound then), with the index's generation and
-/// `Tracked::deaths` when they were last known bound.
-struct Seen {
+/// The addresses and slots of a list's objects as calls saw them, shared
+/// by the remembered results that saw the same objects, each naming a
+/// prefix of it (see [`Seen`]): the several results a model call leaves
+/// over one session list keep one copy of its addresses instead of one
+/// each. A result extended by objects past the record's end pushes them in
+/// place (the others' prefixes are unchanged); by the very objects the
+/// record holds next, it takes those; by others, it forks a record of its
+/// own.
+#[derive(Default)]
+struct Record {
     addrs: Vec<usize>,
     slots: Vec<Slot>,
+}
+
+impl Record {
+    fn memory_bytes(&self) -> usize {
+        self.addrs.capacity() * 8 + self.slots.capacity() * 4 + 64
+    }
+
+    /// Whether its first `addrs.len()` entries are `addrs` and `slots`.
+    fn begins_with(&self, addrs: &[usize], slots: &[Slot]) -> bool {
+        let n = addrs.len();
+        self.addrs.len() >= n && self.addrs[..n] == *addrs && self.slots[..n] == *slots
+    }
+}
+
+/// A [`Record`] shared by the results of one session's index (which only
+/// the thread that checked the index out touches: the lock is never
+/// contended).
+type Shared = Arc<Mutex<Record>>;
+
+fn lock(record: &Shared) -> std::sync::MutexGuard<'_, Record> {
+    record.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The objects a remembered result was computed from: the first `len`
+/// addresses and slots of `record` (each bound then), with the index's
+/// generation and `Tracked::deaths` when they were last known bound.
+struct Seen {
+    record: Shared,
+    len: usize,
     generation: u64,
     deaths: u64,
 }
 
 impl Seen {
     /// The objects of a call and their slots, or `None` when one is not
-    /// bound.
+    /// bound; in a record another result of `t` holds, when one begins
+    /// with them.
     fn of(t: &Tracked, objects: &[Bound<'_, PyAny>], slots: &[Slot]) -> Option<Self> {
         if slots.contains(&Slot::MAX) {
             return None;
         }
+        let addrs: Vec<usize> = objects.iter().map(|o| o.as_ptr() as usize).collect();
+        let record = t.record_for(&addrs, slots).unwrap_or_else(|| {
+            Arc::new(Mutex::new(Record {
+                addrs,
+                slots: slots.to_vec(),
+            }))
+        });
         Some(Seen {
-            addrs: objects.iter().map(|o| o.as_ptr() as usize).collect(),
-            slots: slots.to_vec(),
+            record,
+            len: objects.len(),
             generation: t.generation,
             deaths: t.deaths(),
         })
     }
 
-    /// [`Seen::of`] keeping addresses only: checked by [`Seen::unchanged`]
-    /// alone.
-    fn addresses(t: &Tracked, objects: &[Bound<'_, PyAny>], slots: &[Slot]) -> Option<Self> {
-        if slots.contains(&Slot::MAX) {
-            return None;
-        }
-        Some(Seen {
-            addrs: objects.iter().map(|o| o.as_ptr() as usize).collect(),
-            slots: Vec::new(),
-            generation: t.generation,
-            deaths: t.deaths(),
-        })
+    /// Its addresses and slots.
+    fn with<R>(&self, f: impl FnOnce(&[usize], &[Slot]) -> R) -> R {
+        let record = lock(&self.record);
+        f(&record.addrs[..self.len], &record.slots[..self.len])
     }
 
     /// Whether `list` holds exactly these objects, over an unchanged index,
@@ -207,11 +242,11 @@ impl Seen {
         self.generation == t.generation
             && self.deaths == t.deaths()
             && list.len() == self.len()
-            && starts_with(list, &self.addrs)
+            && self.with(|addrs, _| starts_with(list, addrs))
     }
 
     fn len(&self) -> usize {
-        self.addrs.len()
+        self.len
     }
 
     /// Whether `list` begins with these objects, each still bound to its
@@ -226,34 +261,12 @@ impl Seen {
         }
         let now = t.deaths();
         if self.deaths == now {
-            return starts_with(list, &self.addrs);
+            return self.with(|addrs, _| starts_with(list, addrs));
         }
-        if !self.bound(t, list) {
+        if !self.with(|addrs, slots| bound_at(t, list, addrs, slots)) {
             return false;
         }
         self.deaths = now;
-        true
-    }
-
-    /// [`Seen::begin`] checking every object's binding.
-    fn bound(&self, t: &Tracked, list: &Bound<'_, PyList>) -> bool {
-        // Copies are bound by holder: each holder's liveness is looked up once.
-        let mut live_holder = 0;
-        for (i, (&addr, &slot)) in self.addrs.iter().zip(&self.slots).enumerate() {
-            let ptr = list_item(list, i);
-            if ptr as usize != addr {
-                return false;
-            }
-            let holder = t.alias_holder.get(slot as usize).copied().unwrap_or(0);
-            let copy_of_live_holder = holder != 0
-                && t.core.alias(slot) == addr
-                && (holder == live_holder || t.holder_alive(holder));
-            if copy_of_live_holder {
-                live_holder = holder;
-            } else if !t.bound(slot, ptr) {
-                return false;
-            }
-        }
         true
     }
 
@@ -276,22 +289,65 @@ impl Seen {
         resolve_tail(t, list, self.len(), need)
     }
 
-    /// Adds objects that followed them (bound to `slots`).
+    /// Adds objects that followed them (bound to `slots`): in place at the
+    /// record's end, as they are where the record holds them next, in a
+    /// record of its own otherwise.
     fn extend(&mut self, objects: &[Bound<'_, PyAny>], slots: &[Slot]) {
-        self.addrs
-            .extend(objects.iter().map(|o| o.as_ptr() as usize));
-        self.slots.extend_from_slice(slots);
+        let (from, to) = (self.len, self.len + objects.len());
+        let addrs: Vec<usize> = objects.iter().map(|o| o.as_ptr() as usize).collect();
+        let mut record = lock(&self.record);
+        if record.addrs.len() == from {
+            record.addrs.extend_from_slice(&addrs);
+            record.slots.extend_from_slice(slots);
+        } else if !(record.addrs.len() >= to
+            && record.addrs[from..to] == *addrs
+            && record.slots[from..to] == *slots)
+        {
+            let mut own = Record {
+                addrs: Vec::with_capacity(to),
+                slots: Vec::with_capacity(to),
+            };
+            own.addrs.extend_from_slice(&record.addrs[..from]);
+            own.addrs.extend_from_slice(&addrs);
+            own.slots.extend_from_slice(&record.slots[..from]);
+            own.slots.extend_from_slice(slots);
+            drop(record);
+            self.record = Arc::new(Mutex::new(own));
+        }
+        self.len = to;
     }
 
-    /// Names `addrs` (copies just bound to the same slots) instead.
+    /// Names `addrs` (copies just bound to the same slots) instead, in a
+    /// record of its own (see [`Tracked::share_records`]).
     fn carry(&mut self, addrs: Vec<usize>, deaths: u64) {
-        self.addrs = addrs;
+        let slots = self.with(|_, slots| slots.to_vec());
+        self.len = addrs.len();
+        self.record = Arc::new(Mutex::new(Record { addrs, slots }));
         self.deaths = deaths;
     }
+}
 
-    fn memory_bytes(&self) -> usize {
-        self.addrs.capacity() * 8 + self.slots.capacity() * 4
+/// Whether `list` begins with the objects at `addrs`, each still bound to
+/// its slot in `slots` (see [`Seen::begin`]).
+fn bound_at(t: &Tracked, list: &Bound<'_, PyList>, addrs: &[usize], slots: &[Slot]) -> bool {
+    // Copies are bound by holder: each holder's liveness is looked up once.
+    let mut live_holder = 0;
+    for (i, (&addr, &slot)) in addrs.iter().zip(slots).enumerate() {
+        let ptr = list_item(list, i);
+        if ptr as usize != addr {
+            return false;
+        }
+        let holder = t.alias_holder.get(slot as usize).copied().unwrap_or(0);
+        let copy_of_live_holder = holder != 0
+            && t.core.alias(slot) == addr
+            && (holder == live_holder || t.holder_alive(holder));
+        if copy_of_live_holder {
+            live_holder = holder;
+        } else if !t.bound(slot, ptr) {
+            return false;
+        }
     }
+    true
 }
 
 /// The last rewinds call: its items and the positions that survived.
@@ -302,7 +358,7 @@ struct RewindsMemo {
 
 impl RewindsMemo {
     fn memory_bytes(&self) -> usize {
-        self.seen.memory_bytes() + self.kept.capacity() * 4
+        self.kept.capacity() * 4
     }
 }
 
@@ -315,7 +371,7 @@ struct RangesMemo {
 
 impl RangesMemo {
     fn memory_bytes(&self) -> usize {
-        self.seen.memory_bytes() + self.ranges.capacity() * std::mem::size_of::<CompactionRange>()
+        self.ranges.capacity() * std::mem::size_of::<CompactionRange>()
     }
 }
 
@@ -341,7 +397,7 @@ fn encode_item(item: Item) -> u32 {
 
 impl FilterMemo {
     fn memory_bytes(&self) -> usize {
-        self.seen.memory_bytes() + self.items.capacity() * 4 + 64
+        self.items.capacity() * 4 + 64
     }
 
     fn items(&self) -> Vec<Item> {
@@ -372,7 +428,7 @@ struct RecoverMemo {
 
 impl RecoverMemo {
     fn memory_bytes(&self) -> usize {
-        self.source.memory_bytes() + self.events.capacity() * 4 + self.calls.memory_bytes() + 64
+        self.events.capacity() * 4 + self.calls.memory_bytes() + 64
     }
 }
 
@@ -390,8 +446,7 @@ struct ReinjectMemo {
 
 impl ReinjectMemo {
     fn memory_bytes(&self) -> usize {
-        self.source.memory_bytes()
-            + self.events.capacity() * 8
+        self.events.capacity() * 8
             + self.held.capacity() * 24
             + self.result.capacity() * std::mem::size_of::<Recovered>()
             + 64
@@ -408,7 +463,7 @@ struct SelectionMemo {
 
 impl SelectionMemo {
     fn memory_bytes(&self) -> usize {
-        self.seen.memory_bytes() + self.plan.memory_bytes() + 64
+        self.plan.memory_bytes() + 64
     }
 }
 
@@ -744,6 +799,72 @@ impl Tracked {
         }
     }
 
+    /// The objects each remembered result names.
+    fn seens(&self) -> impl Iterator<Item = &Seen> {
+        [
+            self.rewinds.as_ref().map(|m| &m.seen),
+            self.ranges.as_ref().map(|m| &m.seen),
+            self.filtered.as_ref().map(|m| &m.seen),
+            self.recovered.as_ref().map(|m| &m.source),
+            self.reinjected.as_ref().map(|m| &m.source),
+            self.selection.as_ref().map(|m| &m.seen),
+        ]
+        .into_iter()
+        .flatten()
+    }
+
+    fn seens_mut(&mut self) -> impl Iterator<Item = &mut Seen> {
+        [
+            self.rewinds.as_mut().map(|m| &mut m.seen),
+            self.ranges.as_mut().map(|m| &mut m.seen),
+            self.filtered.as_mut().map(|m| &mut m.seen),
+            self.recovered.as_mut().map(|m| &mut m.source),
+            self.reinjected.as_mut().map(|m| &mut m.source),
+            self.selection.as_mut().map(|m| &mut m.seen),
+        ]
+        .into_iter()
+        .flatten()
+    }
+
+    /// A record a remembered result holds that begins with `addrs` and
+    /// `slots`.
+    fn record_for(&self, addrs: &[usize], slots: &[Slot]) -> Option<Shared> {
+        self.seens()
+            .find(|seen| lock(&seen.record).begins_with(addrs, slots))
+            .map(|seen| seen.record.clone())
+    }
+
+    /// Makes the remembered results that name the same objects share one
+    /// record (after results were carried onto a session copy, each in a
+    /// record of its own).
+    fn share_records(&mut self) {
+        let mut kept: Vec<Shared> = Vec::new();
+        for seen in self.seens_mut() {
+            let found = kept.iter().find(|record| {
+                !Arc::ptr_eq(record, &seen.record)
+                    && seen.with(|addrs, slots| lock(record).begins_with(addrs, slots))
+            });
+            match found {
+                Some(record) => seen.record = record.clone(),
+                None => kept.push(seen.record.clone()),
+            }
+        }
+    }
+
+    /// Bytes of the records the remembered results hold, each counted once.
+    fn records_bytes(&self) -> usize {
+        let mut counted: Vec<*const Mutex<Record>> = Vec::new();
+        let mut bytes = 0;
+        for seen in self.seens() {
+            let ptr = Arc::as_ptr(&seen.record);
+            if !counted.contains(&ptr) {
+                counted.push(ptr);
+                bytes += lock(&seen.record).memory_bytes();
+            }
+        }
+        bytes
+    }
+
     /// Bytes held by the index proper: the Rust structures, the weak
     /// reference objects, and the copy holders' references.
     fn memory_bytes(&self) -> usize {
@@ -765,6 +886,7 @@ impl Tracked {
             + self.strong.capacity()
             + self.alias_holder.capacity() * std::mem::size_of::<u32>()
             + self.seen.capacity() * 8
+            + self.records_bytes()
             + self.rewinds.as_ref().map_or(0, RewindsMemo::memory_bytes)
             + self.ranges.as_ref().map_or(0, RangesMemo::memory_bytes)
             + self.filtered.as_ref().map_or(0, FilterMemo::memory_bytes)
@@ -1475,11 +1597,8 @@ impl<'py> Loaded<'py> {
         let Some(t) = memo_index(&mut self.checkout, &self.at) else {
             return;
         };
-        t.selection = Seen::addresses(t, objects, &self.slots).map(|seen| SelectionMemo {
-            seen,
-            asked,
-            plan,
-        });
+        t.selection =
+            Seen::of(t, objects, &self.slots).map(|seen| SelectionMemo { seen, asked, plan });
     }
 
     /// Remembers `kept`, the result of `apply_rewinds` on this call's list,
@@ -1729,7 +1848,7 @@ pub fn filter_again<'py>(
     let slots = t
         .filtered
         .as_ref()
-        .map(|m| m.seen.slots.clone())
+        .map(|m| m.seen.with(|_, slots| slots.to_vec()))
         .unwrap_or_default();
     let mut ex = match Extractor::taking_interner(list.py(), &mut t.interner) {
         Ok(ex) => ex,
@@ -1780,9 +1899,10 @@ fn extend_filtered(t: &mut Tracked, list: &Bound<'_, PyList>, need: Need) -> Opt
             // the result is computed from the last one and the tail, the
             // views of its items read from the index.
             let groups = group::TIMESTAMP | group::COMPACTION;
-            let view_of = |i: usize| t.core.view_of_groups(memo.seen.slots[i], 0, groups);
-            let (items, extension) =
-                filter::extend_with_compactions(&memo.items(), view_of, &views, known)?;
+            let (items, extension) = memo.seen.with(|_, slots| {
+                let view_of = |i: usize| t.core.view_of_groups(slots[i], 0, groups);
+                filter::extend_with_compactions(&memo.items(), view_of, &views, known)
+            })?;
             memo.items = items.iter().map(|&item| encode_item(item)).collect();
             memo.extension = extension;
         }
@@ -1828,17 +1948,19 @@ fn extend_recovered(
     {
         return false;
     }
-    for (i, &entry) in memo.events.iter().enumerate() {
-        let ptr = list_item(events, i) as usize;
-        let same = if entry & SUMMARY_BIT == 0 {
-            memo.source.addrs[entry as usize] == ptr
-        } else {
-            t.plain_summary_view(entry & !SUMMARY_BIT, ptr as *mut ffi::PyObject, py)
-                .is_some()
-        };
-        if !same {
-            return false;
-        }
+    let listed_same = memo.source.with(|addrs, _| {
+        memo.events.iter().enumerate().all(|(i, &entry)| {
+            let ptr = list_item(events, i) as usize;
+            if entry & SUMMARY_BIT == 0 {
+                addrs[entry as usize] == ptr
+            } else {
+                t.plain_summary_view(entry & !SUMMARY_BIT, ptr as *mut ffi::PyObject, py)
+                    .is_some()
+            }
+        })
+    });
+    if !listed_same {
+        return false;
     }
     let need = Need {
         parts: true,
@@ -1992,7 +2114,7 @@ fn carry_positional(t: &mut Tracked, new: &Bound<'_, PyList>, holder: u32) {
     let generation = t.generation;
     let carried = |seen: &Seen| {
         (seen.generation == generation)
-            .then(|| copies_at(t, new, &seen.slots, holder))
+            .then(|| seen.with(|_, slots| copies_at(t, new, slots, holder)))
             .flatten()
     };
     let rewinds = t.rewinds.as_ref().and_then(|m| carried(&m.seen));
@@ -2050,15 +2172,20 @@ fn carry_filtered(t: &mut Tracked, holder: u32) {
     if memo.seen.generation != t.generation {
         return;
     }
-    let mut addrs = Vec::with_capacity(memo.seen.len());
-    for &slot in &memo.seen.slots {
-        let ptr = t.core.alias(slot);
-        if ptr == 0 || t.alias_holder.get(slot as usize) != Some(&holder) {
-            return;
+    let addrs = memo.seen.with(|_, slots| {
+        let mut addrs = Vec::with_capacity(slots.len());
+        for &slot in slots {
+            let ptr = t.core.alias(slot);
+            if ptr == 0 || t.alias_holder.get(slot as usize) != Some(&holder) {
+                return None;
+            }
+            addrs.push(ptr);
         }
-        addrs.push(ptr);
+        Some(addrs)
+    });
+    if let Some(addrs) = addrs {
+        memo.seen.carry(addrs, deaths);
     }
-    memo.seen.carry(addrs, deaths);
 }
 
 /// Binds the deep copies in `new` to the slots of the objects in `old` they
@@ -2203,6 +2330,7 @@ pub fn index_copied(
     if result.is_ok() {
         carry_positional(&mut t, new, holder_id);
         carry_filtered(&mut t, holder_id);
+        t.share_records();
     }
     if let Ok(mut objects) = holder.get().objects.lock() {
         *objects = held;
