@@ -263,7 +263,9 @@ def token_threshold_selection(
 
     Returns:
       `(rewound_events, events, prompt_token_count, events_to_compact,
-      seed_compaction_event, pricing, selected)`, or None to decline. The count is None
+      seed_compaction_event, pricing, selected)`, or None to decline
+      (`rewound_events` is `events` itself when they hold the same events;
+      neither is to be modified). The count is None
       where google-adk falls back to its estimate; the rolling-summary seed is
       not in `events_to_compact` and is built from `seed_compaction_event`;
       `pricing` is as for `sliding_window`, with the seed priced too;

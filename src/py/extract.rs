@@ -233,15 +233,21 @@ fn optional_float(value: &Bound<'_, PyAny>, what: &'static str) -> Extracted<Opt
 /// Interns exact `str` values into dense symbols; `""` is symbol
 /// [`EMPTY`]. Only distinct strings are copied, once each (into pages
 /// of text, see [`Texts`]). Events of one invocation usually share the very
-/// same `str` object, so the last object asked for answers most queries
-/// without reading the text; its address is stable because the caller
-/// holds every event (and so every string) for the whole extraction and no
-/// Python code runs meanwhile.
+/// same `str` object (an invocation's id, an agent's name as author, and
+/// a deep copy's strings are its original's), so the strings asked for
+/// recently, by address, answer most queries without reading the text; an
+/// address is stable because the caller holds every event (and so every
+/// string) for the whole extraction and no Python code runs meanwhile.
 pub struct Interner {
     texts: Texts,
-    /// The last string asked for (address, symbol).
-    last: (usize, Sym),
+    /// Recent strings (address, symbol), at their address's bucket: the
+    /// fields of one event (invocation id, author, ...) alternate between
+    /// a few objects that one entry would keep evicting each other.
+    recent: Box<[(usize, Sym); RECENT]>,
 }
+
+/// Buckets of [`Interner::recent`] (a power of two).
+const RECENT: usize = 64;
 
 /// The symbol of the empty string.
 pub const EMPTY: Sym = 0;
@@ -253,16 +259,16 @@ impl Default for Interner {
         debug_assert_eq!(empty, Ok(EMPTY));
         Interner {
             texts,
-            last: (0, EMPTY),
+            recent: Box::new([(0, EMPTY); RECENT]),
         }
     }
 }
 
 impl Interner {
-    /// Forgets the last string: addresses are only stable while the
+    /// Forgets the recent strings: addresses are only stable while the
     /// caller holds the strings, which is one call.
     pub fn begin_call(&mut self) {
-        self.last = (0, EMPTY);
+        self.recent.fill((0, EMPTY));
     }
 
     /// Room for `additional` more distinct strings.
@@ -279,8 +285,11 @@ impl Interner {
     #[inline]
     pub fn key(&mut self, value: &Bound<'_, PyAny>, what: &'static str) -> Extracted<Sym> {
         let ptr = value.as_ptr() as usize;
-        if ptr == self.last.0 {
-            return Ok(self.last.1);
+        // Objects are 16-byte aligned.
+        let bucket = (ptr >> 4) & (RECENT - 1);
+        let (seen, sym) = self.recent[bucket];
+        if ptr == seen {
+            return Ok(sym);
         }
         let s = value
             .cast_exact::<PyString>()
@@ -292,7 +301,7 @@ impl Interner {
             .texts
             .symbol(text)
             .map_err(|_| Outcome::Decline("too many distinct ids"))?;
-        self.last = (ptr, sym);
+        self.recent[bucket] = (ptr, sym);
         Ok(sym)
     }
 

@@ -581,8 +581,14 @@ fn token_out<'py>(
     plan: &Plan,
 ) -> PyResult<TokenOut<'py>> {
     let (events, selected) = handed_out(py, objects, plan)?;
+    // The same list object for both when they hold the same events (one
+    // scope, the usual case): the caller only reads them.
+    let rewound = match plan.rewound == plan.handed {
+        true => events.clone(),
+        false => objects_at(py, objects, plan.rewound.as_deref())?,
+    };
     Ok((
-        objects_at(py, objects, plan.rewound.as_deref())?,
+        rewound,
         events,
         plan.count,
         objects_at(py, objects, Some(&plan.to_compact))?,
