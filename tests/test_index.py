@@ -1408,3 +1408,51 @@ def test_window_selections_are_answered_from_the_last_call_on_the_same_list() ->
     check(sliding, True)
     _native.index_clear()
     check(sliding, False)
+
+
+def test_results_sharing_a_list_record_extend_it_apart() -> None:
+    # Rewinds and ranges remembered over one list share its record; one
+    # extended by an event pushes it onto the record, the other extended
+    # by another event (a list with the same beginning) forks a record of
+    # its own, the next extension by the very event the record holds takes
+    # it. Every answer is google-adk's, and each is answered again.
+    from compare import assert_same_ranges
+
+    events = session(seed=11, n=300)
+    bind(events)
+    rewinds = _reuse_check(
+        events,
+        fc.apply_rewinds,
+        ORIG_APPLY_REWINDS,
+        "rewinds_reused",
+        lambda ours, orig: assert_same_events(ours, orig, [events]),
+    )
+
+    def ranges(on: list[Event]) -> Callable[[bool], None]:
+        return _reuse_check(
+            on,
+            fc.get_compaction_ranges,
+            ORIG_GET_COMPACTION_RANGES,
+            "ranges_reused",
+            assert_same_ranges,
+        )
+
+    rewinds(True)
+    ranges(events)(False)
+    ranges(events)(True)
+    shared = _native.index_stats()["bytes"]
+    last = events[-1].timestamp
+    other = [*events, _compaction_event(events, events[0].timestamp, last + 5)]
+    events.append(Event(author="user", invocation_id="inv-a", timestamp=last + 1))
+    rewinds(True)  # pushed onto the record
+    ranges(other)(True)  # forks: the record holds another event next
+    forked = _native.index_stats()["bytes"]
+    assert forked - shared >= 12 * len(events) // 2
+    rewinds(True)
+    ranges(other)(True)
+    # The forked result extended by the event the other record holds next
+    # is answered too.
+    again = [*other[:-1], events[-1]]
+    ranges(again)(False)
+    ranges(again)(True)
+    rewinds(True)

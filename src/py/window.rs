@@ -77,13 +77,14 @@ impl Selected {
     }
 }
 
-/// What a selection was asked besides its list.
+/// What a selection was asked besides its list (its answer depends on
+/// nothing else).
 #[derive(Clone, Debug, PartialEq)]
 pub enum Asked {
-    Sliding {
-        interval: usize,
-        overlap: usize,
-    },
+    /// `sliding_window`: the compaction interval and overlap.
+    Sliding { interval: usize, overlap: usize },
+    /// `token_threshold_selection`: the isolation scope, the retention
+    /// size and the agent name (`str` or `None`, compared by value).
     Token {
         scope: Option<Box<str>>,
         retention: usize,
@@ -134,10 +135,14 @@ impl Plan {
     }
 }
 
-/// `idx` (increasing) as positions, `None` when it names every one of `n`.
+/// `idx` (increasing) as positions, `None` when it names every one of `n`
+/// (below [`MAX_EVENTS`]).
 fn positions(idx: &[usize], n: usize) -> Option<Vec<u32>> {
     (idx.len() != n).then(|| idx.iter().map(|&i| i as u32).collect())
 }
+
+/// Events a selection takes: its answer names them by `u32` position.
+const MAX_EVENTS: usize = u32::MAX as usize;
 
 /// The objects at `at` (`None`: all of them), in a new list.
 fn objects_at<'py>(
@@ -316,6 +321,9 @@ fn run_sliding<'py>(
     };
     let asked = Asked::Sliding { interval, overlap };
     let list = Extractor::list(events)?;
+    if list.len() >= MAX_EVENTS {
+        return Err(Outcome::Decline("too many events"));
+    }
     if let Some((objects, plan)) = again(list, Some(&asked))? {
         return Ok(sliding_out(py, &objects, &plan)?);
     }
@@ -505,6 +513,9 @@ fn run_token<'py>(
         _ => None,
     };
     let list = Extractor::list(events)?;
+    if list.len() >= MAX_EVENTS {
+        return Err(Outcome::Decline("too many events"));
+    }
     if let Some((objects, plan)) = again(list, asked.as_ref())? {
         return Ok(token_out(py, &objects, &plan)?);
     }
