@@ -359,6 +359,17 @@ def _reuse_check(
     return check
 
 
+def _rewinds_check(events: list[Event]) -> Callable[[bool], None]:
+    """`_reuse_check` of `apply_rewinds` on `events`."""
+    return _reuse_check(
+        events,
+        fc.apply_rewinds,
+        ORIG_APPLY_REWINDS,
+        "rewinds_reused",
+        lambda ours, orig: assert_same_events(ours, orig, [events]),
+    )
+
+
 def test_compaction_ranges_are_answered_from_the_last_call_on_the_same_list() -> None:
     # The same list again, or extended (by plain events, by compactions
     # that subsume, overlap, tie, have a NaN or no bound or no content), is answered
@@ -420,13 +431,7 @@ def test_rewinds_are_answered_from_the_last_call_on_the_same_list() -> None:
     events = session(seed=7, n=300)
     bind(events)
 
-    check = _reuse_check(
-        events,
-        fc.apply_rewinds,
-        ORIG_APPLY_REWINDS,
-        "rewinds_reused",
-        lambda ours, orig: assert_same_events(ours, orig, [events]),
-    )
+    check = _rewinds_check(events)
 
     check(True)
     # New events (read and stored) or known ones extend the last result.
@@ -1420,13 +1425,7 @@ def test_results_sharing_a_list_record_extend_it_apart() -> None:
 
     events = session(seed=11, n=300)
     bind(events)
-    rewinds = _reuse_check(
-        events,
-        fc.apply_rewinds,
-        ORIG_APPLY_REWINDS,
-        "rewinds_reused",
-        lambda ours, orig: assert_same_events(ours, orig, [events]),
-    )
+    rewinds = _rewinds_check(events)
 
     def ranges(on: list[Event]) -> Callable[[bool], None]:
         return _reuse_check(
