@@ -667,3 +667,45 @@ def test_hypothesis_installed(capture: Capture, data: st.DataObject) -> None:
 def test_hypothesis_replayed(capture: Capture, data: st.DataObject) -> None:
     case = _hypothesis_case(data, max_invocations=5)
     check_case(case, capture, Counter(), installed=False, replay=True)
+
+
+@pytest.mark.parametrize("stop", [None, 5, 150])
+@pytest.mark.parametrize("at", [0, 40, 190])
+def test_the_latest_token_count_is_found_however_far_back(at: int, stop: int | None) -> None:
+    # The count is read only where google-adk's backward scan reaches, in
+    # blocks that double in size; a compaction between it and the end
+    # stops the scan (google-adk then estimates). Every other event carries
+    # another agent's count or none.
+    events: list[Event] = []
+    for i in range(200):
+        usage = None
+        if i == at:
+            usage = types.GenerateContentResponseUsageMetadata(prompt_token_count=1234)
+        elif i % 3 == 0:
+            usage = types.GenerateContentResponseUsageMetadata(prompt_token_count=i)
+        actions = EventActions()
+        if i == stop:
+            actions = EventActions(
+                compaction=EventCompaction(
+                    start_timestamp=0.0,
+                    end_timestamp=1.0,
+                    compacted_content=types.Content(role="model", parts=[types.Part(text="s")]),
+                )
+            )
+        events.append(
+            Event(
+                id=f"e{i}",
+                invocation_id=f"inv{i // 4}",
+                author="root" if i == at else "other",
+                timestamp=10.0 + i,
+                usage_metadata=usage,
+                actions=actions,
+            )
+        )
+    out = _native.token_threshold_selection(events, None, 4, "root")
+    assert out is not None
+    count = out[2]
+    expected = 1234 if stop is None or stop < at else None
+    assert count == expected
+    if expected is not None:
+        assert adk_compaction._latest_prompt_token_count(events, agent_name="root") == expected

@@ -7,7 +7,7 @@ use super::index::{load, selection_again};
 use crate::core::filter::{self, History, Item};
 use crate::core::ranges;
 use crate::core::window::{self, SlidingWindow};
-use crate::core::{guarded, rewind, EventView};
+use crate::core::{guarded, rewind, EventView, Sym};
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString};
 use std::borrow::Cow;
@@ -519,13 +519,9 @@ fn run_token<'py>(
     if let Some((objects, plan)) = again(list, asked.as_ref())? {
         return Ok(token_out(py, &objects, &plan)?);
     }
-    let mut loaded = load(
-        events,
-        Need {
-            usage: true,
-            ..LIGHT
-        },
-    )?;
+    // Usage counts and authors are read only where the count's scan reaches
+    // (see `latest_count`).
+    let mut loaded = load(events, LIGHT)?;
     let ex = &mut loaded.ex;
     let scope = ex.interner.nullable(isolation_scope, "isolation_scope")?;
     let agent = ex.interner.optional(agent_name, "agent_name")?;
@@ -537,13 +533,10 @@ fn run_token<'py>(
         .copied()
         .filter(|&i| views[i].scope == scope)
         .collect();
-    let count = window::latest_prompt_token_count(&views, &scoped, agent);
+    let count = latest_count(&mut loaded.ex, &objects, &mut views, &scoped, agent)?;
     let candidates = guarded(|| Ok(window::token_candidates(&views, &scoped)))?;
     // Function-call data only where the decision reads it (see run_sliding).
-    let need = Need {
-        usage: true,
-        ..FULL
-    };
+    let need = FULL;
     let mut full = vec![false; views.len()];
     let ex = &mut loaded.ex;
     read_calls(
@@ -583,6 +576,50 @@ fn run_token<'py>(
         loaded.remember_selection(&objects, asked, plan.clone());
     }
     Ok(token_out(py, &objects, &plan)?)
+}
+
+/// google-adk's `_latest_prompt_token_count` over `scoped` (see
+/// [`window::latest_prompt_token_count`]), reading usage counts and authors
+/// only of the events its scan reaches, as google-adk does: newest first,
+/// in blocks (staged as any batch is) that double in size, never past the
+/// newest compaction, where the scan stops.
+fn latest_count<'py>(
+    ex: &mut Extractor<'py>,
+    objects: &[Bound<'py, PyAny>],
+    views: &mut [EventView],
+    scoped: &[usize],
+    agent: Option<Sym>,
+) -> Extracted<Option<i64>> {
+    let usage = Need {
+        usage: true,
+        ..Need::default()
+    };
+    // The scan stops at the newest compaction (or reads them all).
+    let first = scoped
+        .iter()
+        .rposition(|&i| views[i].compaction.is_some())
+        .unwrap_or(0);
+    let (mut end, mut block) = (scoped.len(), 32);
+    while end > first {
+        let start = end.saturating_sub(block).max(first);
+        let todo: Vec<usize> = scoped[start..end]
+            .iter()
+            .copied()
+            .filter(|&i| views[i].compaction.is_none())
+            .collect();
+        let read: Vec<Bound<'py, PyAny>> = todo.iter().map(|&i| objects[i].clone()).collect();
+        for (&i, got) in todo.iter().zip(ex.views(&read, usage)?.iter()) {
+            views[i].author = got.author;
+            views[i].prompt_tokens = got.prompt_tokens;
+        }
+        if let Some(count) = window::latest_prompt_token_count(views, &scoped[start..end], agent) {
+            return Ok(Some(count));
+        }
+        (end, block) = (start, block * 2);
+    }
+    // Every block scanned, none counted (the oldest one ends at the
+    // compaction, which stops the scan).
+    Ok(None)
 }
 
 /// A token-threshold selection's outputs from its plan.
