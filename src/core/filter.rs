@@ -228,12 +228,16 @@ pub fn summaries_in_creation_order(items: &[Item]) -> Vec<usize> {
 /// two share has the same size on both sides (the same raw event, or the same
 /// compaction's content), so only these differences need measuring.
 pub fn presence_diff(events: &[EventView], extra: EventView) -> Result<PresenceDiff, CoreError> {
-    if let Some(diff) = History::of(events)?.and_then(|h| h.diff(extra)) {
+    let history = History::of(events)?;
+    if let Some(diff) = history.as_ref().and_then(|h| h.diff(extra)) {
         return Ok(diff);
     }
     // Where extending declines (a NaN sort key), in full: the full
     // filtering fails alike or gives the answer.
-    let before = process_compaction_events(events)?;
+    let before = match history {
+        Some(history) => history.items(),
+        None => process_compaction_events(events)?,
+    };
     let mut with_extra = Vec::with_capacity(events.len() + 1);
     with_extra.extend_from_slice(events);
     with_extra.push(extra);
@@ -256,8 +260,6 @@ pub struct History {
     first: Vec<f64>,
     /// Per item, a summary's end (unused for a raw event).
     end: Vec<f64>,
-    /// A summary without bounds: extending declines (it reads them all).
-    unbounded: bool,
     /// Events in the list (the index an appended event gets).
     len: usize,
 }
@@ -266,7 +268,8 @@ impl History {
     const SUMMARY: u32 = 1 << 31;
 
     /// The filtered history of `events`; `None` for a list too long to
-    /// number in 31 bits.
+    /// number in 31 bits (and, were there one, for a summary without
+    /// bounds: summaries are made of bounded ranges only).
     pub fn of(events: &[EventView]) -> Result<Option<Self>, CoreError> {
         if events.len() >= Self::SUMMARY as usize {
             return Ok(None);
@@ -280,7 +283,6 @@ impl History {
             items: Vec::with_capacity(items.len()),
             first: Vec::with_capacity(items.len()),
             end: Vec::with_capacity(items.len()),
-            unbounded: false,
             len: events.len(),
         };
         for item in items {
@@ -288,10 +290,7 @@ impl History {
                 Item::Raw(i) => (i as u32, events[i].timestamp, 0.0),
                 Item::Summary(i) => match events[i].compaction.and_then(|c| c.bounds()) {
                     Some((start, end)) => (i as u32 | Self::SUMMARY, start, end),
-                    None => {
-                        history.unbounded = true;
-                        (i as u32 | Self::SUMMARY, f64::NAN, f64::NAN)
-                    }
+                    None => return Ok(None),
                 },
             };
             history.items.push(code);
@@ -301,23 +300,25 @@ impl History {
         Ok(Some(history))
     }
 
-    fn item(code: u32) -> Item {
-        let i = (code & !Self::SUMMARY) as usize;
-        match code & Self::SUMMARY {
-            0 => Item::Raw(i),
-            _ => Item::Summary(i),
-        }
+    /// Its items (in event-index order).
+    fn items(&self) -> Vec<Item> {
+        self.items
+            .iter()
+            .map(|&code| {
+                let i = (code & !Self::SUMMARY) as usize;
+                match code & Self::SUMMARY {
+                    0 => Item::Raw(i),
+                    _ => Item::Summary(i),
+                }
+            })
+            .collect()
     }
 
     /// What appending `extra` changes (see [`presence_diff`]), or `None`
-    /// where extending the history declines (a summary without bounds, a
-    /// NaN sort key), which only the full filtering of the list and
-    /// `extra` answers.
+    /// where extending the history declines (a NaN sort key), which only
+    /// the full filtering of the list and `extra` answers.
     pub fn diff(&self, extra: EventView) -> Option<PresenceDiff> {
-        if self.unbounded {
-            return None;
-        }
-        let before: Vec<Item> = self.items.iter().map(|&c| Self::item(c)).collect();
+        let before = self.items();
         // Extending asks only for its items' events.
         let view_of = |i: usize| {
             let Ok(k) = self

@@ -317,13 +317,6 @@ impl Seen {
         self.len = to;
     }
 
-    /// Names the first objects of `record` (copies just bound to the same
-    /// slots) instead.
-    fn carry_to(&mut self, record: Shared, deaths: u64) {
-        self.record = record;
-        self.deaths = deaths;
-    }
-
     /// Names `addrs` (copies just bound to the same slots) instead, in a
     /// record of its own (see [`Tracked::share_records`]).
     fn carry(&mut self, addrs: Vec<usize>, deaths: u64) {
@@ -2122,76 +2115,24 @@ fn event_id<'py>(obj: &Bound<'py, PyAny>) -> Extracted<Option<Bound<'py, PyStrin
 /// invocation's first calls are answered from them.
 fn carry_positional(t: &mut Tracked, new: &Bound<'_, PyList>, holder: u32) {
     let generation = t.generation;
-    // The results over one list share its record: the copies' addresses are
-    // looked up once per record, over the longest prefix a result names.
-    let mut records: Vec<(Shared, usize)> = Vec::new();
-    let carried = [
-        t.rewinds.as_ref().map(|m| &m.seen),
-        t.recovered.as_ref().map(|m| &m.source),
-        t.ranges.as_ref().map(|m| &m.seen),
-    ];
-    for seen in carried.into_iter().flatten() {
-        if seen.generation != generation {
-            continue;
-        }
-        match records
-            .iter_mut()
-            .find(|(r, _)| Arc::ptr_eq(r, &seen.record))
-        {
-            Some((_, len)) => *len = (*len).max(seen.len),
-            None => records.push((seen.record.clone(), seen.len)),
-        }
-    }
-    let copies: Vec<(Shared, Option<Shared>)> = records
-        .into_iter()
-        .map(|(old, len)| {
-            let record = lock(&old);
-            let slots = &record.slots[..len];
-            let copied = copies_at(t, new, slots, holder).map(|addrs| {
-                Arc::new(Mutex::new(Record {
-                    addrs,
-                    slots: slots.to_vec(),
-                }))
-            });
-            drop(record);
-            (old, copied)
-        })
-        .collect();
-    // Each result's copies: in the shared record, or (where the longest
-    // prefix failed) its own prefix's, which may not.
-    let target = |seen: &Seen| -> Option<Result<Shared, Vec<usize>>> {
-        if seen.generation != generation {
-            return None;
-        }
-        let shared = copies
-            .iter()
-            .find(|(old, _)| Arc::ptr_eq(old, &seen.record))
-            .and_then(|(_, copied)| copied.clone());
-        match shared {
-            Some(record) => Some(Ok(record)),
-            None => seen
-                .with(|_, slots| copies_at(t, new, slots, holder))
-                .map(Err),
-        }
+    let carried = |seen: &Seen| {
+        (seen.generation == generation)
+            .then(|| seen.with(|_, slots| copies_at(t, new, slots, holder)))
+            .flatten()
     };
-    let targets = [
-        t.rewinds.as_ref().and_then(|m| target(&m.seen)),
-        t.recovered.as_ref().and_then(|m| target(&m.source)),
-        t.ranges.as_ref().and_then(|m| target(&m.seen)),
-    ];
+    let rewinds = t.rewinds.as_ref().and_then(|m| carried(&m.seen));
+    let recovered = t.recovered.as_ref().and_then(|m| carried(&m.source));
+    let ranges = t.ranges.as_ref().and_then(|m| carried(&m.seen));
     // The copies are bound (and held) now.
     let deaths = t.deaths();
-    let seens = [
-        t.rewinds.as_mut().map(|m| &mut m.seen),
-        t.recovered.as_mut().map(|m| &mut m.source),
-        t.ranges.as_mut().map(|m| &mut m.seen),
-    ];
-    for (seen, target) in seens.into_iter().zip(targets) {
-        match (seen, target) {
-            (Some(seen), Some(Ok(record))) => seen.carry_to(record, deaths),
-            (Some(seen), Some(Err(addrs))) => seen.carry(addrs, deaths),
-            _ => {}
-        }
+    if let (Some(memo), Some(addrs)) = (t.rewinds.as_mut(), rewinds) {
+        memo.seen.carry(addrs, deaths);
+    }
+    if let (Some(memo), Some(addrs)) = (t.recovered.as_mut(), recovered) {
+        memo.source.carry(addrs, deaths);
+    }
+    if let (Some(memo), Some(addrs)) = (t.ranges.as_mut(), ranges) {
+        memo.seen.carry(addrs, deaths);
     }
 }
 
