@@ -1415,6 +1415,62 @@ def test_window_selections_are_answered_from_the_last_call_on_the_same_list() ->
     check(sliding, False)
 
 
+def test_window_selections_read_the_call_data_of_a_bound_event_once() -> None:
+    # After resolving its list, a selection reads function-call data (and
+    # usage counts) of the events its decision looks at. The index keeps
+    # what it read of bound events: the same selection computed again
+    # reads none of them, while a new object of a known id is read again.
+    # Every answer is the one computed without the index.
+    events = _sessions.build_due_session(400, 5)
+    bind(events)
+
+    def without_index(select: Callable[[], Any]) -> Any:
+        _native.index_configure(enabled=False)
+        try:
+            return select()
+        finally:
+            _native.index_configure(enabled=True)
+
+    selections: list[Callable[[], Any]] = [
+        lambda: _native.sliding_window(events, 3, 1),
+        lambda: _native.token_threshold_selection(events, None, 4, "assistant"),
+    ]
+    for select in selections:
+        expected = without_index(select)  # Turning it off drops the index.
+        bind(events)
+        before = _native.index_stats()
+        first = select()
+        assert delta(before, "completed") > 0
+        # Another selection in between, so the next one is computed.
+        assert _native.sliding_window(events, 97, 0) is not None
+        before = _native.index_stats()
+        again = select()
+        assert delta(before, "selections_reused") == 0
+        assert delta(before, "completed") == 0
+        _same_selection(first, expected)
+        _same_selection(again, expected)
+    # An event of the range with calls replaced by a new object whose call
+    # id differs: read again (not taken from the index), and the answers
+    # agree.
+    for k, (select, compacted) in enumerate(zip(selections, (1, 3), strict=True)):
+        bind(events)
+        to_compact = select()[compacted]
+        position = next(
+            i
+            for i, e in enumerate(events)
+            if any(e is c for c in to_compact) and e.get_function_calls()
+        )
+        changed = copy.deepcopy(events[position])
+        call = next(p.function_call for p in changed.content.parts if p.function_call)
+        call.id = f"call-changed-{k}"
+        events[position] = changed
+        bind(events)
+        before = _native.index_stats()
+        ours = select()
+        assert delta(before, "completed") >= 1
+        _same_selection(ours, without_index(select))
+
+
 def test_results_sharing_a_list_record_extend_it_apart() -> None:
     # Rewinds and ranges remembered over one list share its record; one
     # extended by an event pushes it onto the record, the other extended

@@ -128,7 +128,9 @@ def index_stats() -> dict[str, object]:
       or from the last one that re-injected, on the very same lists),
       `selections_reused` (a sliding-window or token-threshold selection
       answered from the session's last one, asked the same on the very
-      same list).
+      same list), `completed` (events a selection read for function-call
+      data or usage counts beyond what its list was resolved for; with
+      the index, each bound event's are read once and kept).
     """
 
 def apply_rewinds(events: object) -> list[Event] | None:

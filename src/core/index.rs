@@ -407,22 +407,7 @@ impl EventIndex {
     ///
     /// [`end_call`]: EventIndex::end_call
     pub fn transient(&mut self, view: &EventView, scratch: &[Sym]) -> EventView {
-        let mut out = *view;
-        for span in [
-            &mut out.calls,
-            &mut out.responses,
-            &mut out.hitl_calls,
-            &mut out.long_running,
-            &mut out.pending,
-        ] {
-            let start = self.arena.len() as u32;
-            self.arena.extend_from_slice(span.of(scratch));
-            *span = Span {
-                start,
-                len: span.len,
-            };
-        }
-        out
+        copy_spans(view, scratch, &mut self.arena)
     }
 
     /// Drops the current call's transient views.
@@ -647,8 +632,9 @@ const SPAN_GROUPS: [u16; 5] = [
 ];
 
 /// `a` with the fields of `groups` taken from `b` (and `b`'s identity):
-/// the one place that says which field belongs to which group.
-fn pick(a: &EventView, b: &EventView, groups: u16) -> EventView {
+/// the one place that says which field belongs to which group. Spans are
+/// taken as they are: both views must index the same arena.
+pub fn pick(a: &EventView, b: &EventView, groups: u16) -> EventView {
     use group::*;
     let has = |g: u16| groups & g != 0;
     let mut v = EventView {
@@ -683,6 +669,24 @@ fn pick(a: &EventView, b: &EventView, groups: u16) -> EventView {
         (v.prompt_tokens, v.author) = (b.prompt_tokens, b.author);
     }
     v
+}
+
+/// `view` with its spans' ids (in `from`) copied to the end of `into`, and
+/// its spans pointing there.
+pub fn copy_spans(view: &EventView, from: &[Sym], into: &mut Vec<Sym>) -> EventView {
+    let mut out = *view;
+    for span in [
+        &mut out.calls,
+        &mut out.responses,
+        &mut out.hitl_calls,
+        &mut out.long_running,
+        &mut out.pending,
+    ] {
+        let start = into.len() as u32;
+        into.extend_from_slice(span.of(from));
+        span.start = start;
+    }
+    out
 }
 
 fn spans(v: &EventView) -> [Span; 5] {
@@ -749,6 +753,19 @@ mod tests {
             author: Some(0),
             ..EventView::default()
         }
+    }
+
+    #[test]
+    fn copied_spans_name_the_same_ids_in_their_new_arena() {
+        let mut from = vec![99, 98];
+        let view = view_with(&mut from, &[1, 2, 3], &[4]);
+        let mut into = vec![50];
+        let copied = copy_spans(&view, &from, &mut into);
+        assert_eq!(into, [50, 1, 2, 3, 4]);
+        for (a, b) in spans(&view).iter().zip(spans(&copied).iter()) {
+            assert_eq!(a.of(&from), b.of(&into));
+        }
+        assert!(same_plain(&view, &copied));
     }
 
     #[test]

@@ -55,9 +55,10 @@ use super::scratch::Views;
 use super::summary;
 use super::version_tag;
 use super::window::{Asked, Plan};
+use crate::core::event::Sym;
 use crate::core::filter::{self, Extension, Item};
 use crate::core::hash::FastMap;
-use crate::core::index::{group, id_key, EventIndex, Slot};
+use crate::core::index::{copy_spans, group, id_key, pick, EventIndex, Slot};
 use crate::core::ranges::{survivors, CompactionRange};
 use crate::core::recover::{Calls, Recovered};
 use crate::core::EventView;
@@ -1204,6 +1205,7 @@ struct Counters {
     filters_reused: u64,
     recoveries_reused: u64,
     selections_reused: u64,
+    completed: u64,
     copied: u64,
     copy_nanos: u64,
     direct: u64,
@@ -1237,6 +1239,7 @@ static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
         filters_reused: 0,
         recoveries_reused: 0,
         selections_reused: 0,
+        completed: 0,
         copied: 0,
         copy_nanos: 0,
         direct: 0,
@@ -1265,9 +1268,61 @@ pub struct Loaded<'py> {
     /// [`filter_again`]).
     at: Vec<u32>,
     checkout: Option<(Box<str>, Tracked)>,
+    /// Field groups [`complete`](Loaded::complete) read from bound objects
+    /// whose slots had not confirmed them: each slot's view (spans into
+    /// `learned_ids`) with the groups read, merged into the index when the
+    /// call returns it (storing while the call's views point into the lent
+    /// arena would move what they point at).
+    learned: Vec<(Slot, EventView, u16)>,
+    learned_ids: Vec<Sym>,
 }
 
 impl<'py> Loaded<'py> {
+    /// Completes `views` (this call's, taken from the batch with
+    /// `objects`) at `positions` with the fields of `need`: from the index
+    /// where the slot's object showed them before, read from the object
+    /// otherwise. What is read of a bound object is stored when the call
+    /// ends, so the next call on the session takes it from the index.
+    pub fn complete(
+        &mut self,
+        objects: &[Bound<'py, PyAny>],
+        views: &mut [EventView],
+        positions: &[usize],
+        need: Need,
+    ) -> Extracted<()> {
+        let need = normalized(need);
+        let groups = groups_of(need);
+        let index = match &self.checkout {
+            Some((_, t)) if self.at.is_empty() => Some(t),
+            _ => None,
+        };
+        let slot = |i: usize| self.slots.get(i).copied().filter(|&s| s != Slot::MAX);
+        let mut todo = Vec::new();
+        for &i in positions {
+            match (index, slot(i)) {
+                (Some(t), Some(s)) if t.core.verified(s) & groups == groups => {
+                    let view = t.core.view_of_groups(s, objects[i].as_ptr() as u64, groups);
+                    views[i] = pick(&views[i], &view, groups);
+                }
+                _ => todo.push(i),
+            }
+        }
+        if todo.is_empty() {
+            return Ok(());
+        }
+        registry().counters.completed += todo.len() as u64;
+        let read: Vec<Bound<'py, PyAny>> = todo.iter().map(|&i| objects[i].clone()).collect();
+        let read = self.ex.views(&read, need)?;
+        for (&i, view) in todo.iter().zip(read.iter()) {
+            views[i] = pick(&views[i], view, groups);
+            if let (Some(_), Some(s)) = (index, slot(i)) {
+                let view = copy_spans(view, &self.ex.ids, &mut self.learned_ids);
+                self.learned.push((s, view, groups));
+            }
+        }
+        Ok(())
+    }
+
     /// The object at position `i` of the list, when taken.
     pub fn object(&self, i: usize) -> Option<&Bound<'py, PyAny>> {
         if self.at.is_empty() {
@@ -1637,6 +1692,20 @@ impl Drop for Loaded<'_> {
         };
         tracked.core.restore_arena(std::mem::take(&mut self.ex.ids));
         tracked.interner = std::mem::take(&mut self.ex.interner);
+        let mut changed = 0;
+        for (slot, view, groups) in self.learned.drain(..) {
+            // Not storable: left unconfirmed, read again next time.
+            if let Ok(true) = tracked.core.merge(slot, &view, groups, &self.learned_ids) {
+                // As in `resolve`: what the object showed replaces what
+                // another object of its id showed before.
+                tracked.forget_values(slot);
+                tracked.generation += 1;
+                changed += 1;
+            }
+        }
+        if changed > 0 {
+            registry().counters.changed += changed;
+        }
         checkin(key, tracked);
     }
 }
@@ -1689,6 +1758,8 @@ fn load_with<'py>(
                         slots,
                         at: Vec::new(),
                         checkout: Some((key, tracked)),
+                        learned: Vec::new(),
+                        learned_ids: Vec::new(),
                     });
                 }
                 Err(outcome) => {
@@ -1881,6 +1952,8 @@ pub fn filter_again<'py>(
             slots,
             at,
             checkout: Some((key, t)),
+            learned: Vec::new(),
+            learned_ids: Vec::new(),
         },
         items,
     )))
@@ -2069,6 +2142,8 @@ fn direct<'py>(list: &Bound<'py, PyList>, need: Need) -> Extracted<Loaded<'py>> 
         slots: Vec::new(),
         at: Vec::new(),
         checkout: None,
+        learned: Vec::new(),
+        learned_ids: Vec::new(),
     })
 }
 
@@ -2530,6 +2605,7 @@ impl Counters {
         self.filters_reused += c.filters_reused;
         self.recoveries_reused += c.recoveries_reused;
         self.selections_reused += c.selections_reused;
+        self.completed += c.completed;
         self.copied += c.copied;
         self.copy_nanos += c.copy_nanos;
         self.direct += c.direct;
@@ -2848,6 +2924,7 @@ pub fn index_stats(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     out.set_item("filters_reused", c.filters_reused)?;
     out.set_item("recoveries_reused", c.recoveries_reused)?;
     out.set_item("selections_reused", c.selections_reused)?;
+    out.set_item("completed", c.completed)?;
     out.set_item("copied", c.copied)?;
     out.set_item("direct", c.direct)?;
     out.set_item("copy_seconds", c.copy_nanos as f64 * 1e-9)?;

@@ -3,7 +3,7 @@
 use super::error::{finish, Extracted, Outcome};
 use super::extract::{Extractor, Need};
 use super::filter::request_content;
-use super::index::{load, selection_again};
+use super::index::{load, selection_again, Loaded};
 use crate::core::filter::{self, History, Item};
 use crate::core::ranges;
 use crate::core::window::{self, SlidingWindow};
@@ -207,9 +207,11 @@ fn live(views: &[EventView], keep: impl Fn(&EventView) -> bool) -> Vec<usize> {
         .collect()
 }
 
-/// Re-reads `indices` with their function-call data (`need`), once each.
+/// Completes the views at `indices` with their function-call data
+/// (`need`), once each (see [`Loaded::complete`]: from the index where the
+/// session's index has them).
 fn read_calls<'py>(
-    ex: &mut Extractor<'py>,
+    loaded: &mut Loaded<'py>,
     objects: &[Bound<'py, PyAny>],
     views: &mut [EventView],
     full: &mut [bool],
@@ -217,10 +219,8 @@ fn read_calls<'py>(
     need: Need,
 ) -> Extracted<()> {
     let todo: Vec<usize> = indices.iter().copied().filter(|&i| !full[i]).collect();
-    // Read together, staged as any batch is.
-    let read: Vec<Bound<'py, PyAny>> = todo.iter().map(|&i| objects[i].clone()).collect();
-    for (&i, &view) in todo.iter().zip(ex.views(&read, need)?.iter()) {
-        views[i] = view;
+    loaded.complete(objects, views, &todo, need)?;
+    for i in todo {
         full[i] = true;
     }
     Ok(())
@@ -230,7 +230,7 @@ fn read_calls<'py>(
 /// only when its answer is not settled are the calls of all of `live` read
 /// for google-adk's dead-call pass.
 fn trim<'py>(
-    ex: &mut Extractor<'py>,
+    loaded: &mut Loaded<'py>,
     objects: &[Bound<'py, PyAny>],
     views: &mut [EventView],
     full: &mut [bool],
@@ -238,16 +238,18 @@ fn trim<'py>(
     live: &[usize],
     need: Need,
 ) -> Extracted<usize> {
-    read_calls(ex, objects, views, full, window, need)?;
-    let (strict, settled) = guarded(|| Ok(window::strict_prefix(views, &ex.ids, window)))?;
+    read_calls(loaded, objects, views, full, window, need)?;
+    let ids = &loaded.ex.ids;
+    let (strict, settled) = guarded(|| Ok(window::strict_prefix(views, ids, window)))?;
     if settled {
         return Ok(strict);
     }
-    read_calls(ex, objects, views, full, live, need)?;
+    read_calls(loaded, objects, views, full, live, need)?;
+    let ids = &loaded.ex.ids;
     Ok(guarded(|| {
         Ok(window::longest_self_contained_prefix(
             views,
-            &ex.ids,
+            ids,
             window,
             Some(live),
         ))
@@ -338,7 +340,7 @@ fn run_sliding<'py>(
     let candidates = guarded(|| Ok(window::sliding_window_candidates(&views, &live, cfg)))?;
     let mut full = vec![false; views.len()];
     let keep = trim(
-        &mut loaded.ex,
+        &mut loaded,
         &objects,
         &mut views,
         &mut full,
@@ -533,23 +535,31 @@ fn run_token<'py>(
         .copied()
         .filter(|&i| views[i].scope == scope)
         .collect();
-    let count = latest_count(&mut loaded.ex, &objects, &mut views, &scoped, agent)?;
+    let count = latest_count(&mut loaded, &objects, &mut views, &scoped, agent)?;
     let candidates = guarded(|| Ok(window::token_candidates(&views, &scoped)))?;
     // Function-call data only where the decision reads it (see run_sliding).
     let need = FULL;
     let mut full = vec![false; views.len()];
-    let ex = &mut loaded.ex;
     read_calls(
-        ex,
+        &mut loaded,
         &objects,
         &mut views,
         &mut full,
         &candidates.candidates,
         need,
     )?;
+    let ids = &loaded.ex.ids;
     let window =
-        guarded(|| Ok(window::token_window(&views, &ex.ids, &candidates, retention).to_vec()))?;
-    let keep = trim(ex, &objects, &mut views, &mut full, &window, &scoped, need)?;
+        guarded(|| Ok(window::token_window(&views, ids, &candidates, retention).to_vec()))?;
+    let keep = trim(
+        &mut loaded,
+        &objects,
+        &mut views,
+        &mut full,
+        &window,
+        &scoped,
+        need,
+    )?;
     let selection = window::finish_token_selection(&views, &candidates, &window[..keep]);
     let priced = if selection.to_compact.is_empty() {
         None
@@ -584,7 +594,7 @@ fn run_token<'py>(
 /// in blocks (staged as any batch is) that double in size, never past the
 /// newest compaction, where the scan stops.
 fn latest_count<'py>(
-    ex: &mut Extractor<'py>,
+    loaded: &mut Loaded<'py>,
     objects: &[Bound<'py, PyAny>],
     views: &mut [EventView],
     scoped: &[usize],
@@ -607,11 +617,7 @@ fn latest_count<'py>(
             .copied()
             .filter(|&i| views[i].compaction.is_none())
             .collect();
-        let read: Vec<Bound<'py, PyAny>> = todo.iter().map(|&i| objects[i].clone()).collect();
-        for (&i, got) in todo.iter().zip(ex.views(&read, usage)?.iter()) {
-            views[i].author = got.author;
-            views[i].prompt_tokens = got.prompt_tokens;
-        }
+        loaded.complete(objects, views, &todo, usage)?;
         if let Some(count) = window::latest_prompt_token_count(views, &scoped[start..end], agent) {
             return Ok(Some(count));
         }
