@@ -224,22 +224,26 @@ impl EventIndex {
                 }
             }
         }
-        // Only listed second objects are kept: an unlisted one lost its
-        // address to another object.
-        let mut listed = vec![false; self.alias.len()];
-        for s in self.by_alias.slots() {
-            listed[s as usize] = true;
-        }
-        for (ptr, listed) in self.alias.iter_mut().zip(listed) {
-            if !listed {
-                *ptr = 0;
-            }
-        }
-        // The other slots keep theirs; the pairs' slots get theirs one by
-        // one, as `bind_alias` gives them, in the table rebuilt (a slot whose
-        // address a pair gives loses it there).
+        // The pairs' slots get theirs one by one below, as `bind_alias`
+        // gives them, in the table rebuilt (a slot whose address a pair
+        // gives loses it there). The other slots keep theirs if listed: an
+        // unlisted one lost its address to another object. (A slot is
+        // listed under its own address, so a lookup of that address finds
+        // it; a session copy pairs most slots, leaving few to look up,
+        // where a scan of the table would read every bucket.)
+        let mut paired = vec![false; self.alias.len()];
         for &(slot, _) in pairs {
+            paired[slot as usize] = true;
             self.alias[slot as usize] = 0;
+        }
+        for slot in 0..self.alias.len() {
+            let ptr = self.alias[slot];
+            if ptr != 0 && !paired[slot] {
+                let alias = &self.alias;
+                if self.by_alias.find(ptr, |s| alias[s as usize]) != Some(slot as Slot) {
+                    self.alias[slot] = 0;
+                }
+            }
         }
         self.by_alias.clear();
         for slot in 0..self.alias.len() {
