@@ -86,11 +86,6 @@ impl SlotTable {
         self.len += 1;
     }
 
-    /// The slots it holds, in bucket order.
-    pub fn slots(&self) -> impl Iterator<Item = Slot> + '_ {
-        self.buckets.iter().copied().filter(|&s| s != EMPTY)
-    }
-
     /// Removes every entry, keeping the bucket array.
     pub fn clear(&mut self) {
         self.buckets.fill(EMPTY);
