@@ -330,9 +330,10 @@ fn run_sliding<'py>(
         return Ok(sliding_out(py, &objects, &plan)?);
     }
     let cfg = SlidingWindow { interval, overlap };
-    // Without the index, function-call data (content parts) is read only
-    // where the decision looks at it: the window, and the whole live
-    // session only when the pairing trim needs its second pass.
+    // Function-call data (content parts) is read only where the decision
+    // looks at it: the window, and the whole live session only when the
+    // pairing trim needs its second pass; with the index, only of events
+    // whose objects have not shown it yet (see `Loaded::complete`).
     let mut loaded = load(events, LIGHT)?;
     let objects = std::mem::take(&mut loaded.objects);
     let mut views = std::mem::take(&mut loaded.views);
