@@ -180,10 +180,10 @@ impl Record {
         self.addrs.capacity() * 8 + self.slots.capacity() * 4 + 64
     }
 
-    /// Whether its first `addrs.len()` entries are `addrs` and `slots`.
-    fn begins_with(&self, addrs: &[usize], slots: &[Slot]) -> bool {
-        let n = addrs.len();
-        self.addrs.len() >= n && self.addrs[..n] == *addrs && self.slots[..n] == *slots
+    /// Whether its entries from `from` on begin with `addrs` and `slots`.
+    fn holds_at(&self, from: usize, addrs: &[usize], slots: &[Slot]) -> bool {
+        let to = from + addrs.len();
+        self.addrs.len() >= to && self.addrs[from..to] == *addrs && self.slots[from..to] == *slots
     }
 }
 
@@ -300,10 +300,7 @@ impl Seen {
         if record.addrs.len() == from {
             record.addrs.extend_from_slice(&addrs);
             record.slots.extend_from_slice(slots);
-        } else if !(record.addrs.len() >= to
-            && record.addrs[from..to] == *addrs
-            && record.slots[from..to] == *slots)
-        {
+        } else if !record.holds_at(from, &addrs, slots) {
             let mut own = Record {
                 addrs: Vec::with_capacity(to),
                 slots: Vec::with_capacity(to),
@@ -831,7 +828,7 @@ impl Tracked {
     /// `slots`.
     fn record_for(&self, addrs: &[usize], slots: &[Slot]) -> Option<Shared> {
         self.seens()
-            .find(|seen| lock(&seen.record).begins_with(addrs, slots))
+            .find(|seen| lock(&seen.record).holds_at(0, addrs, slots))
             .map(|seen| seen.record.clone())
     }
 
@@ -844,10 +841,9 @@ impl Tracked {
             if kept.iter().any(|record| Arc::ptr_eq(record, &seen.record)) {
                 continue;
             }
-            let found = kept.iter().find(|record| {
-                !Arc::ptr_eq(record, &seen.record)
-                    && seen.with(|addrs, slots| lock(record).begins_with(addrs, slots))
-            });
+            let found = kept
+                .iter()
+                .find(|record| seen.with(|addrs, slots| lock(record).holds_at(0, addrs, slots)));
             match found {
                 Some(record) => seen.record = record.clone(),
                 None => kept.push(seen.record.clone()),

@@ -168,23 +168,15 @@ fn handed_out<'py>(
     let at = plan.handed.as_deref();
     let list = objects_at(py, objects, at)?;
     let selected = match &plan.priced {
-        Some(priced) => {
-            let held = match at {
-                None => objects.iter().map(|o| o.clone().unbind()).collect(),
-                Some(at) => at
-                    .iter()
-                    .map(|&i| objects[i as usize].clone().unbind())
-                    .collect(),
-            };
-            Some(Bound::new(
-                py,
-                Selected {
-                    list: list.clone().unbind(),
-                    objects: held,
-                    history: priced.history.clone(),
-                },
-            )?)
-        }
+        // The handle holds the objects of the list just built.
+        Some(priced) => Some(Bound::new(
+            py,
+            Selected {
+                list: list.clone().unbind(),
+                objects: list.iter().map(Bound::unbind).collect(),
+                history: priced.history.clone(),
+            },
+        )?),
         None => None,
     };
     Ok((list, selected))
@@ -378,10 +370,7 @@ fn sliding_out<'py>(
     Ok((
         events,
         objects_at(py, objects, Some(&plan.to_compact))?,
-        plan.priced
-            .as_ref()
-            .map(|p| pricing(py, objects, p))
-            .transpose()?,
+        pricing(py, objects, plan)?,
         selected,
     ))
 }
@@ -426,13 +415,16 @@ fn price(
     })
 }
 
-/// A selection's pricing outputs: `(removed, added, weightless_added,
-/// previous_summary, materialized)`.
+/// A selection's pricing outputs, when it was priced: `(removed, added,
+/// weightless_added, previous_summary, materialized)`.
 fn pricing<'py>(
     py: Python<'py>,
     objects: &[Bound<'py, PyAny>],
-    priced: &Priced,
-) -> PyResult<Pricing<'py>> {
+    plan: &Plan,
+) -> PyResult<Option<Pricing<'py>>> {
+    let Some(priced) = &plan.priced else {
+        return Ok(None);
+    };
     let contents = |parts: &[(u32, bool)]| -> PyResult<Bound<'py, PyList>> {
         let out = PyList::empty(py);
         for &(i, summary) in parts {
@@ -453,13 +445,13 @@ fn pricing<'py>(
         )?),
         None => None,
     };
-    Ok((
+    Ok(Some((
         contents(&priced.removed)?,
         contents(&priced.added)?,
         priced.weightless_added,
         previous,
         priced.materialized,
-    ))
+    )))
 }
 
 /// What the token-threshold path decides before the summarizer.
@@ -648,10 +640,7 @@ fn token_out<'py>(
         plan.count,
         objects_at(py, objects, Some(&plan.to_compact))?,
         plan.seed_from.map(|i| objects[i as usize].clone()),
-        plan.priced
-            .as_ref()
-            .map(|p| pricing(py, objects, p))
-            .transpose()?,
+        pricing(py, objects, plan)?,
         selected,
     ))
 }
