@@ -28,6 +28,7 @@ from compare import (
     ORIG_RECOVER,
     assert_same_error,
     assert_same_events,
+    assert_same_ranges,
     call,
 )
 from google.adk.events.event import Event
@@ -370,23 +371,26 @@ def _rewinds_check(events: list[Event]) -> Callable[[bool], None]:
     )
 
 
-def test_compaction_ranges_are_answered_from_the_last_call_on_the_same_list() -> None:
-    # The same list again, or extended (by plain events, by compactions
-    # that subsume, overlap, tie, have a NaN or no bound or no content), is answered
-    # from the last result and the new events' ranges; an item replaced is
-    # computed again. Every answer is google-adk's.
-    from compare import assert_same_ranges
-
-    events = session(seed=7, n=300)
-    bind(events)
-
-    check = _reuse_check(
+def _ranges_check(events: list[Event]) -> Callable[[bool], None]:
+    """`_reuse_check` of `get_compaction_ranges` on `events`."""
+    return _reuse_check(
         events,
         fc.get_compaction_ranges,
         ORIG_GET_COMPACTION_RANGES,
         "ranges_reused",
         assert_same_ranges,
     )
+
+
+def test_compaction_ranges_are_answered_from_the_last_call_on_the_same_list() -> None:
+    # The same list again, or extended (by plain events, by compactions
+    # that subsume, overlap, tie, have a NaN or no bound or no content), is answered
+    # from the last result and the new events' ranges; an item replaced is
+    # computed again. Every answer is google-adk's.
+    events = session(seed=7, n=300)
+    bind(events)
+
+    check = _ranges_check(events)
 
     def compaction(start: float | None, end: float | None, content: bool = True) -> Event:
         # Without validation: a store may hold what validation refuses.
@@ -1477,20 +1481,10 @@ def test_results_sharing_a_list_record_extend_it_apart() -> None:
     # by another event (a list with the same beginning) forks a record of
     # its own, the next extension by the very event the record holds takes
     # it. Every answer is google-adk's, and each is answered again.
-    from compare import assert_same_ranges
-
     events = session(seed=11, n=300)
     bind(events)
     rewinds = _rewinds_check(events)
-
-    def ranges(on: list[Event]) -> Callable[[bool], None]:
-        return _reuse_check(
-            on,
-            fc.get_compaction_ranges,
-            ORIG_GET_COMPACTION_RANGES,
-            "ranges_reused",
-            assert_same_ranges,
-        )
+    ranges = _ranges_check
 
     rewinds(True)
     ranges(events)(False)
