@@ -20,6 +20,7 @@ __all__ = [
     "analyze_sessions",
     "apply_rewinds",
     "decline_counts",
+    "decline_totals",
     "get_compaction_ranges",
     "index_clear",
     "index_configure",
@@ -65,6 +66,20 @@ def decline_counts(reset: bool = False) -> dict[str, int]:
 
     Returns:
       A mapping from reason to count.
+    """
+
+def decline_totals(reset: bool = False) -> tuple[dict[str, int], dict[str, int]]:
+    """How often the functions below declined in this process, all threads.
+
+    The first decline of each reason in the process logs one warning on the
+    `adk_fastcompact` logger.
+
+    Args:
+      reset: Start the counts again from zero (the returned counts are the
+        ones before the reset); each reason is then warned about again.
+
+    Returns:
+      `(by reason, by the google-adk function whose own code ran instead)`.
     """
 
 def index_clear() -> None:
@@ -130,7 +145,14 @@ def index_stats() -> dict[str, object]:
       answered from the session's last one, asked the same on the very
       same list), `completed` (events a selection read for function-call
       data or usage counts beyond what its list was resolved for; with
-      the index, each bound event's are read once and kept).
+      the index, each bound event's are read once and kept),
+      `copied`, `direct`, `copy_seconds` (binding session copies), and
+      for the whole process (all threads): `declines` (calls that fell
+      back to google-adk's own code, by reason), `declines_by_function`
+      (the same by the google-adk function that ran instead) and
+      `classes_learned` (`(model, class, reads_like)` for every class met in
+      a read model's place besides the model and its google-genai /
+      google-adk subclasses; see `adk_fastcompact._classes`).
     """
 
 def apply_rewinds(events: object) -> list[Event] | None:

@@ -9,6 +9,9 @@ single-agent ADK app that runs sliding-window compaction:
   model makes 0-3 tool steps, each a model event with ``function_call`` parts
   followed by an event (author: the agent) with the matching
   ``function_response`` parts;
+* contents come in the classes a deployed app stores (see "Content classes"
+  below): `types.ModelContent` beside `types.Content`, `types.UserContent`
+  beside it, thought parts and inline images;
 * a step is a single call, parallel calls (2-3 calls in one event, the first
   part carrying a thought signature as Gemini does, all responses merged into
   one event), or a long-running call (``long_running_tool_ids`` set, a
@@ -41,8 +44,31 @@ call an earlier summary already covers: the case
 `_recover_compacted_function_calls` exists for, which every benchmark of
 prompt assembly thus exercises.
 
+Content classes. A streaming Gemini app stores what google-adk's
+`utils/streaming_utils.py` aggregates from the SSE chunks, a
+`types.ModelContent`, and a client that builds its messages with google-adk's
+own helpers (`Runner.run_debug`, the conformance tools) sends
+`types.UserContent`; both are `Content` subclasses whose ``role`` is fixed and
+frozen, and a reader of events must treat them as the `Content` they are. So:
+
+* a model event's content (text answer, calls) is a `ModelContent` with
+  probability `MODEL_CONTENT_SHARE`, a `Content(role="model")` otherwise, and
+  `THOUGHT_SHARE` of them open with a thought part (``thought=True`` and a
+  ``thought_signature``, as Gemini returns thought summaries);
+* a user event's content (text, or the real response of a long-running call)
+  is a `UserContent` with probability `USER_CONTENT_SHARE`, and
+  `INLINE_DATA_SHARE` of the user texts carry a small inline PNG
+  (`types.Blob`);
+* the tool-response events stay `Content(role="user")`, as google-adk builds
+  them (`flows/llm_flows/tools/_caller.py` and `_batch_executor.py`), and so
+  do compaction summaries `Content(role="model")` (`LlmEventSummarizer`
+  assigns ``.role``, which a `ModelContent` refuses).
+
 Everything (ids, texts, timestamps) comes from ``random.Random(seed)``, so the
-same arguments always give equal sessions. Timestamps start at
+same arguments always give equal sessions. The content classes and the extra
+parts are drawn from a second generator, `style_rng(seed)`, so that they leave
+the first one's sequence alone: a seed gives the same events, ids, texts,
+calls, rewinds and compactions as before they were added. Timestamps start at
 1_700_000_000.0 and strictly increase by 1 ms to 4 s per event.
 """
 
@@ -68,6 +94,21 @@ OVERLAP_SIZE = 1
 
 START_TIMESTAMP = 1_700_000_000.0
 """Timestamp of the first event."""
+
+MODEL_CONTENT_SHARE = 0.65
+"""Share of model events whose content is a `types.ModelContent`: a
+streaming app's, the rest as a non-streaming call returns them."""
+
+USER_CONTENT_SHARE = 0.5
+"""Share of user events whose content is a `types.UserContent`."""
+
+THOUGHT_SHARE = 0.3
+"""Share of model events that open with a thought part."""
+
+INLINE_DATA_SHARE = 0.1
+"""Share of user texts that carry an inline PNG."""
+
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 # Room kept free by the main loop for short plain invocations and the
 # in-flight one: a loop iteration adds at most a rewind event, an invocation
@@ -104,6 +145,16 @@ def _uuid(rng: random.Random) -> str:
     return str(uuid.UUID(int=rng.getrandbits(128), version=4))
 
 
+def style_rng(seed: int) -> random.Random:
+    """The generator of the content classes and extra parts for `seed`.
+
+    Apart from the main ``random.Random(seed)`` so that adding them did not
+    move a single id, text or event of a seed's session (string seeds hash
+    with SHA-512: the same in every process).
+    """
+    return random.Random(f"adk-fastcompact content style {seed}")
+
+
 @dataclass
 class _Invocation:
     """A live invocation as the sliding-window rule sees it."""
@@ -134,6 +185,8 @@ class _Builder:
     """
 
     rng: random.Random
+    #: Draws the content classes and extra parts (see `style_rng`).
+    style: random.Random = field(default_factory=lambda: style_rng(0))
     events: list[Event] = field(default_factory=list)
     timestamp: float = START_TIMESTAMP
     invocations: int = 0
@@ -175,6 +228,33 @@ class _Builder:
             total_token_count=prompt + candidates,
         )
 
+    # -- contents -----------------------------------------------------------
+
+    def model_content(self, parts: list[types.Part]) -> types.Content:
+        """A model response's content: maybe a thought first, maybe a
+        `ModelContent` (see the module docstring)."""
+        style = self.style
+        if style.random() < THOUGHT_SHARE:
+            thought = types.Part(
+                text=_words(style, 10, 60), thought=True, thought_signature=style.randbytes(32)
+            )
+            parts = [thought, *parts]
+        if style.random() < MODEL_CONTENT_SHARE:
+            return types.ModelContent(parts=parts)
+        return types.Content(role="model", parts=parts)
+
+    def user_content(self, parts: list[types.Part], media: bool = False) -> types.Content:
+        """A user message's content: maybe a `UserContent`, with `media`
+        maybe an inline PNG of a few hundred bytes after the text."""
+        style = self.style
+        if media and style.random() < INLINE_DATA_SHARE:
+            data = _PNG_SIGNATURE + style.randbytes(style.randint(200, 600))
+            image = types.Part(inline_data=types.Blob(mime_type="image/png", data=data))
+            parts = [*parts, image]
+        if style.random() < USER_CONTENT_SHARE:
+            return types.UserContent(parts=parts)
+        return types.Content(role="user", parts=parts)
+
     # -- event kinds --------------------------------------------------------
 
     def user_text(self, invocation_id: str) -> None:
@@ -183,7 +263,7 @@ class _Builder:
         self._append(
             invocation_id,
             "user",
-            content=types.Content(role="user", parts=[types.Part(text=text)]),
+            content=self.user_content([types.Part(text=text)], media=True),
         )
 
     def model_text(self, invocation_id: str, lo: int = 30, hi: int = 250) -> None:
@@ -191,7 +271,7 @@ class _Builder:
         self._append(
             invocation_id,
             AGENT_NAME,
-            content=types.Content(role="model", parts=[types.Part(text=text)]),
+            content=self.model_content([types.Part(text=text)]),
             usage_metadata=self._usage(len(text)),
         )
 
@@ -279,7 +359,7 @@ class _Builder:
         self._append(
             invocation_id,
             AGENT_NAME,
-            content=types.Content(role="model", parts=parts),
+            content=self.model_content(parts),
             usage_metadata=self._usage(200),
         )
         responses = [
@@ -306,14 +386,13 @@ class _Builder:
         self._append(
             invocation_id,
             AGENT_NAME,
-            content=types.Content(
-                role="model",
-                parts=[
+            content=self.model_content(
+                [
                     types.Part(
                         function_call=types.FunctionCall(id=call_id, name=name, args=args),
                         thought_signature=rng.randbytes(32),
                     )
-                ],
+                ]
             ),
             long_running_tool_ids={call_id},
             usage_metadata=self._usage(120),
@@ -348,15 +427,14 @@ class _Builder:
         self._append(
             invocation_id,
             "user",
-            content=types.Content(
-                role="user",
-                parts=[
+            content=self.user_content(
+                [
                     types.Part(
                         function_response=types.FunctionResponse(
                             id=pending.call_id, name=pending.name, response=result
                         )
                     )
-                ],
+                ]
             ),
         )
         self.prompt_chars += 2_000
@@ -465,7 +543,7 @@ class _Builder:
 def _build(n_events: int, seed: int, resume: bool = True) -> _Builder:
     if n_events < 0:
         raise ValueError(f"n_events must be >= 0, got {n_events}")
-    builder = _Builder(random.Random(seed))
+    builder = _Builder(random.Random(seed), style_rng(seed))
     while n_events - len(builder.events) > _TAIL_ROOM:
         if len(builder.live) >= 2 and builder.rng.random() < 0.03:
             builder.rewind()

@@ -29,7 +29,12 @@ during the turns, as `timeit` has it, and runs between turns.
 `simulate` runs the same script (same seed) twice side by side, one
 conversation with `install()` and one without, a turn each in alternation;
 `Simulation` records what lets the caller check that they did the same work
-(events per turn, the summarizer's inputs).
+(events per turn, the summarizer's inputs), and how often the Rust core
+declined in each turn (its share of the turn then ran google-adk's code).
+
+The script's contents are as varied as a deployed app's: `ModelContent` and
+`UserContent` beside plain `Content`, thought parts, inline images (see
+`Script`).
 """
 
 from __future__ import annotations
@@ -63,7 +68,14 @@ from google.genai import types
 from pydantic import PrivateAttr
 
 from . import _native, _patch, _reference
-from ._sessions import AGENT_NAME, COMPACTION_INTERVAL, OVERLAP_SIZE, _Builder, _words
+from ._sessions import (
+    AGENT_NAME,
+    COMPACTION_INTERVAL,
+    OVERLAP_SIZE,
+    _Builder,
+    _words,
+    style_rng,
+)
 
 APP_NAME = "fastcompact_bench"
 USER_ID = "user"
@@ -301,17 +313,26 @@ TOOLS = (search_docs, query_database, get_weather, lookup_order, calculator)
 
 
 class Script:
-    """The user messages and model responses, turn by turn, from a seed."""
+    """The user messages and model responses, turn by turn, from a seed.
+
+    Their contents come in the classes `_sessions` gives a session's (the
+    builder's `model_content` and `user_content`, drawn from `style_rng`):
+    `ModelContent` for most responses, as google-adk's streaming aggregator
+    builds them, some opening with a thought part; `UserContent` for about
+    half the messages, as google-adk's own helpers send them, some with an
+    inline PNG. The Runner stores both as they come, and builds the tool
+    responses itself (`Content(role="user")`).
+    """
 
     def __init__(self, seed: int) -> None:
-        self._builder = _Builder(random.Random(seed))
+        self._builder = _Builder(random.Random(seed), style_rng(seed))
         self.rng = self._builder.rng
         self.prompt_tokens = 500
 
     def _response(self, parts: list[types.Part], chars: int) -> LlmResponse:
         self.prompt_tokens += chars // 4
         return LlmResponse(
-            content=types.Content(role="model", parts=parts),
+            content=self._builder.model_content(parts),
             usage_metadata=types.GenerateContentResponseUsageMetadata(
                 prompt_token_count=self.prompt_tokens,
                 candidates_token_count=max(1, chars // 4),
@@ -322,7 +343,7 @@ class Script:
     def turn(self) -> tuple[types.Content, list[LlmResponse]]:
         """The next user message and the model's responses to the turn."""
         rng = self.rng
-        message = types.Content(role="user", parts=[types.Part(text=_words(rng, 6, 50))])
+        message = self._builder.user_content([types.Part(text=_words(rng, 6, 50))], media=True)
         responses = []
         steps = rng.choices((0, 1, 2, 3), weights=(30, 40, 20, 10))[0]
         for _ in range(steps):
@@ -361,6 +382,10 @@ class Simulation:
     events: list[int] = field(default_factory=list)
     #: Per summarizer call: the turn, and the session positions of its input.
     summaries: list[tuple[int, list[int]]] = field(default_factory=list)
+    #: Rust-core declines during the turn, by reason (`_native.decline_counts`):
+    #: calls whose work google-adk's own code did. Always empty without
+    #: `install()`, where nothing calls the Rust core.
+    declines: list[dict[str, int]] = field(default_factory=list)
 
 
 def build_runner(seed: int = 0) -> tuple[Runner, ScriptedLlm, InstantSummarizer]:
@@ -407,6 +432,7 @@ class _Conversation:
         """Runs the next turn with google-adk as `_switch` left it."""
         message, responses = self.script.turn()
         self.llm.load(responses)
+        _native.decline_counts(reset=True)
         self.watch.take()
         copying = _copy_seconds()
         start = time.perf_counter()
@@ -419,6 +445,8 @@ class _Conversation:
         # Binding the session copies get_session hands out happens inside
         # get_session (`_patch._hook_session_copies`): ours, so counted.
         result.overhead_s.append(self.watch.take() + _copy_seconds() - copying)
+        declined = _native.decline_counts(reset=True)
+        result.declines.append({reason: count for reason, count in declined.items() if count})
         stored = self.service.sessions[APP_NAME][USER_ID][self.session_id].events
         result.events.append(len(stored))
         if self.summarizer.calls:

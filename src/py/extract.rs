@@ -4,9 +4,11 @@
 //! `PyObject_GenericGetDict`: pydantic models define `__getattr__`, which
 //! sends every ordinary C-level attribute lookup through a Python-level slot,
 //! while the instance dict is a plain pointer read. Every object must be of
-//! the exact google-adk / google-genai model type expected; anything else
-//! (subclasses, foreign objects, `None` in a list, `str` subclasses, non-float
-//! timestamps) declines, and the caller falls back to google-adk's own code.
+//! a class that reads like the google-adk / google-genai model expected (the
+//! model itself or a subclass proven to read like it, see `classes`);
+//! anything else (other subclasses, foreign objects, `None` in a list, `str`
+//! subclasses, non-float timestamps) declines, and the caller falls back to
+//! google-adk's own code.
 
 use super::error::{Extracted, Outcome};
 use super::fields::Fields;
@@ -17,59 +19,19 @@ use crate::core::{CompactionView, EventView, Span, Sym};
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyDict, PyFloat, PyInt, PyList, PySet, PyString, PyType};
+use pyo3::types::{PyDict, PyFloat, PyInt, PyList, PySet, PyString};
 
-/// The model types extraction accepts, imported once per interpreter.
-pub struct Types {
-    pub event: Py<PyType>,
-    pub actions: Py<PyType>,
-    pub compaction: Py<PyType>,
-    pub content: Py<PyType>,
-    pub part: Py<PyType>,
-    pub function_call: Py<PyType>,
-    pub function_response: Py<PyType>,
-    pub usage: Py<PyType>,
-}
+pub use super::classes::{types, Model, Types};
 
-static TYPES: PyOnceLock<Types> = PyOnceLock::new();
-
-fn import_type(py: Python<'_>, module: &str, name: &str) -> PyResult<Py<PyType>> {
-    Ok(py
-        .import(module)?
-        .getattr(name)?
-        .cast_into::<PyType>()?
-        .unbind())
-}
-
-/// The cached model types.
-pub fn types(py: Python<'_>) -> PyResult<&'static Types> {
-    TYPES.get_or_try_init(py, || {
-        Ok(Types {
-            event: import_type(py, "google.adk.events.event", "Event")?,
-            actions: import_type(py, "google.adk.events.event_actions", "EventActions")?,
-            compaction: import_type(py, "google.adk.events.event_actions", "EventCompaction")?,
-            content: import_type(py, "google.genai.types", "Content")?,
-            part: import_type(py, "google.genai.types", "Part")?,
-            function_call: import_type(py, "google.genai.types", "FunctionCall")?,
-            function_response: import_type(py, "google.genai.types", "FunctionResponse")?,
-            usage: import_type(
-                py,
-                "google.genai.types",
-                "GenerateContentResponseUsageMetadata",
-            )?,
-        })
-    })
-}
-
-/// The instance `__dict__` of `obj`, which must be exactly of type `ty`.
+/// The instance `__dict__` of `obj`, whose class must read like `model`
+/// (see [`Model::accepts`]).
 #[inline]
 pub fn model_dict<'py>(
     obj: &Bound<'py, PyAny>,
-    ty: &Py<PyType>,
+    model: &Model,
     what: &'static str,
 ) -> Extracted<Bound<'py, PyDict>> {
-    if !obj.get_type().is(ty) {
+    if !model.accepts(&obj.get_type()) {
         return Err(Outcome::Decline(what));
     }
     // SAFETY: `obj` is a live object; PyObject_GenericGetDict returns a new
@@ -88,7 +50,7 @@ pub fn model_dict<'py>(
 /// The instance `__dict__` of `obj` when it is exactly an `Event`.
 pub fn event_dict<'py>(obj: &Bound<'py, PyAny>) -> Extracted<Option<Bound<'py, PyDict>>> {
     let t = types(obj.py())?;
-    if !obj.get_type().is(&t.event) {
+    if !t.event.accepts(&obj.get_type()) {
         return Ok(None);
     }
     model_dict(obj, &t.event, "not an Event").map(Some)
@@ -847,7 +809,7 @@ fn is_client_function_name(name: &Bound<'_, PyAny>) -> Extracted<bool> {
 fn compaction_view(
     fields: &mut Fields,
     c: &Bound<'_, PyAny>,
-    ty: &Py<PyType>,
+    ty: &Model,
 ) -> Extracted<CompactionView> {
     let c = model_dict(c, ty, "compaction")?;
     let start = field(fields, &c, F::Start)?;

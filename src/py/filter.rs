@@ -42,7 +42,11 @@ pub fn process_compaction_events<'py>(
     make_summary: &Bound<'py, PyAny>,
     reuse_for: Option<&Bound<'py, PyString>>,
 ) -> PyResult<Option<Bound<'py, PyList>>> {
-    finish(run(events, make_summary, reuse_for))
+    finish(
+        events.py(),
+        "_process_compaction_events",
+        run(events, make_summary, reuse_for),
+    )
 }
 
 fn run<'py>(
@@ -165,7 +169,11 @@ pub fn prompt_chars_delta<'py>(
     compaction_event: &Bound<'py, PyAny>,
     selected: Option<&Bound<'py, Selected>>,
 ) -> PyResult<Option<Delta<'py>>> {
-    finish(run_delta(events, compaction_event, selected))
+    finish(
+        events.py(),
+        "_prompt_chars_saved",
+        run_delta(events, compaction_event, selected),
+    )
 }
 
 /// `(removed, added, materialized)`.

@@ -2318,7 +2318,7 @@ pub fn index_copied(
     t.holders
         .retain(|(_, h)| h.get().alive.load(Ordering::Acquire));
     let mut held: Vec<Py<PyAny>> = Vec::with_capacity(new.len());
-    let event_type = super::extract::types(py)?.event.bind(py).clone();
+    let event_type = super::extract::types(py)?.event.base().bind(py).clone();
     let mut copied = 0;
     let mut adopted = 0;
     let mut changed = 0;
@@ -2884,6 +2884,9 @@ pub fn index_configure(enabled: Option<bool>, max_sessions: Option<usize>) {
 /// What the indexes hold and how calls were answered.
 #[pyfunction]
 pub fn index_stats(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    // Read before the registry is locked: judging classes may import.
+    let (by_reason, by_function) = super::error::decline_totals(false);
+    let learned = super::classes::learned_verdicts(py);
     let reg = registry();
     let events: usize = reg.sessions.values().map(|t| t.core.len()).sum();
     let bytes: usize = reg.sessions.values().map(Tracked::memory_bytes).sum();
@@ -2924,5 +2927,8 @@ pub fn index_stats(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     out.set_item("copied", c.copied)?;
     out.set_item("direct", c.direct)?;
     out.set_item("copy_seconds", c.copy_nanos as f64 * 1e-9)?;
+    out.set_item("declines", by_reason)?;
+    out.set_item("declines_by_function", by_function)?;
+    out.set_item("classes_learned", learned)?;
     Ok(out)
 }

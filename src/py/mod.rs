@@ -2,6 +2,7 @@
 //! core results back into the caller's objects. One file per core module.
 
 mod analysis;
+mod classes;
 mod error;
 mod extract;
 mod fields;
@@ -23,6 +24,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<window::Selected>()?;
     m.add_function(wrap_pyfunction!(error::decline_counts, m)?)?;
+    m.add_function(wrap_pyfunction!(error::decline_totals, m)?)?;
     m.add_function(wrap_pyfunction!(analysis::analyze_sessions, m)?)?;
     m.add_function(wrap_pyfunction!(index::index_clear, m)?)?;
     m.add_function(wrap_pyfunction!(index::index_configure, m)?)?;

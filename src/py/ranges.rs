@@ -17,7 +17,7 @@ use std::sync::Mutex;
 pub fn get_compaction_ranges<'py>(
     events: &Bound<'py, PyAny>,
 ) -> PyResult<Option<Bound<'py, PyList>>> {
-    finish(run(events))
+    finish(events.py(), "_get_compaction_ranges", run(events))
 }
 
 fn run<'py>(events: &Bound<'py, PyAny>) -> Extracted<Bound<'py, PyList>> {

@@ -17,7 +17,11 @@ pub fn recover_compacted_function_calls<'py>(
     events: &Bound<'py, PyAny>,
     source_events: &Bound<'py, PyAny>,
 ) -> PyResult<Option<Bound<'py, PyAny>>> {
-    finish(run(events, source_events))
+    finish(
+        events.py(),
+        "_recover_compacted_function_calls",
+        run(events, source_events),
+    )
 }
 
 fn run<'py>(

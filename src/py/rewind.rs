@@ -13,7 +13,7 @@ use pyo3::types::PyList;
 /// decline.
 #[pyfunction]
 pub fn apply_rewinds<'py>(events: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyList>>> {
-    finish(run(events))
+    finish(events.py(), "_apply_rewinds", run(events))
 }
 
 fn run<'py>(events: &Bound<'py, PyAny>) -> Extracted<Bound<'py, PyList>> {

@@ -286,7 +286,7 @@ impl<'py> Source<Bound<'py, PyAny>> {
         let optional_str =
             |v: &Bound<'py, PyAny>| v.is_none() || v.is_exact_instance_of::<PyString>();
         let exact = source.timestamp.is_exact_instance_of::<PyFloat>()
-            && source.content.get_type().is(&t.content)
+            && t.content.accepts(&source.content.get_type())
             && source.invocation.is_exact_instance_of::<PyString>()
             && optional_str(&source.branch)
             && optional_str(&source.scope);

@@ -299,7 +299,11 @@ pub fn sliding_window<'py>(
     compaction_interval: i64,
     overlap_size: i64,
 ) -> PyResult<Option<SlidingOut<'py>>> {
-    finish(run_sliding(events, compaction_interval, overlap_size))
+    finish(
+        events.py(),
+        "_run_compaction_for_sliding_window",
+        run_sliding(events, compaction_interval, overlap_size),
+    )
 }
 
 fn run_sliding<'py>(
@@ -480,7 +484,7 @@ pub fn token_threshold_selection<'py>(
     event_retention_size: i64,
     agent_name: &Bound<'py, PyAny>,
 ) -> PyResult<Option<TokenOut<'py>>> {
-    finish(run_token(
+    finish(events.py(), "_run_compaction_for_token_threshold_config", run_token(
         events,
         isolation_scope,
         event_retention_size,
