@@ -159,6 +159,26 @@ def _text(role: str, text: str, **part: Any) -> types.Content:
     return types.Content(role=role, parts=[types.Part(text=text, **part)])
 
 
+#: The google-genai subclasses a role's content may be stored as: streaming
+#: responses are aggregated into `ModelContent`, `Runner` helpers send
+#: `UserContent` (both fix `role` and need parts).
+STREAMED = {"user": types.UserContent, "model": types.ModelContent}
+
+#: P(a content with parts is stored as its role's google-genai subclass).
+STREAMED_SHARE = 0.4
+
+
+def streamed(c: Chooser, content: types.Content | None) -> types.Content | None:
+    """`content`, or now and then the same parts as `UserContent` /
+    `ModelContent`, as a streaming app stores them."""
+    if content is None or type(content) is not types.Content or not content.parts:
+        return content
+    cls = STREAMED.get(content.role or "")
+    if cls is None or not c.chance(STREAMED_SHARE):
+        return content
+    return cls(parts=content.parts)
+
+
 def is_finite_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not (isinstance(value, float) and math.isnan(value))
 
@@ -219,7 +239,7 @@ class _Builder:
             "id": f"e{next(self.serial)}",
             "invocation_id": self.inv if invocation_id is None else invocation_id,
             "author": author,
-            "content": content,
+            "content": streamed(c, content),
             "actions": EventActions() if actions is None else actions,
             "long_running_tool_ids": long_running,
             "timestamp": self.ts(fresh=fresh),
@@ -506,6 +526,7 @@ class _Builder:
         content: types.Content | None = _text("model", f"summary of {lo}..{hi}")
         if not p.realistic and c.chance(p.odd_compaction / 2):
             content = None
+        content = streamed(c, content)
         if lo is None or hi is None or content is None or type(lo) is int:
             # Unvalidated: None bounds, None content and ints stay as they are.
             compaction = EventCompaction.model_construct(
