@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import inspect
 import subprocess
 import sys
 import textwrap
@@ -13,6 +14,7 @@ from typing import Any
 
 import adk_fastcompact as fc
 import pytest
+from adk_fastcompact import _patch
 from compare import (
     ORIG_APPLY_REWINDS,
     ORIG_GET_COMPACTION_RANGES,
@@ -26,11 +28,9 @@ ORIGINALS: dict[str, Callable[..., Any]] = {
     "_process_compaction_events": ORIG_PROCESS,
     "_recover_compacted_function_calls": ORIG_RECOVER,
 }
+# What install() binds: our functions under google-adk's names.
 OURS: dict[str, Callable[..., Any]] = {
-    "_apply_rewinds": fc.apply_rewinds,
-    "_get_compaction_ranges": fc.get_compaction_ranges,
-    "_process_compaction_events": fc.process_compaction_events,
-    "_recover_compacted_function_calls": fc.recover_compacted_function_calls,
+    original: _patch.replacement(original.lstrip("_")) for original in ORIGINALS
 }
 
 # Every module that binds one of the names at import time in google-adk 2.13.0.
@@ -128,10 +128,10 @@ def test_function_local_imports_see_ours(originals: Snapshot) -> None:
         _recover_compacted_function_calls,
     )
 
-    assert _apply_rewinds is fc.apply_rewinds
-    assert _get_compaction_ranges is fc.get_compaction_ranges
-    assert _process_compaction_events is fc.process_compaction_events
-    assert _recover_compacted_function_calls is fc.recover_compacted_function_calls
+    assert _apply_rewinds is OURS["_apply_rewinds"]
+    assert _get_compaction_ranges is OURS["_get_compaction_ranges"]
+    assert _process_compaction_events is OURS["_process_compaction_events"]
+    assert _recover_compacted_function_calls is OURS["_recover_compacted_function_calls"]
 
 
 def test_install_twice_is_idempotent(originals: Snapshot) -> None:
@@ -223,11 +223,8 @@ def test_every_adk_module_in_a_fresh_interpreter() -> None:
         import adk_fastcompact as fc
         from adk_fastcompact import _reference as ref
 
-        originals = {id(f) for f in (ref.apply_rewinds, ref.get_compaction_ranges,
-                     ref.process_compaction_events,
-                     ref.recover_compacted_function_calls)}
-        ours = {id(f) for f in (fc.apply_rewinds, fc.get_compaction_ranges,
-                fc.process_compaction_events, fc.recover_compacted_function_calls)}
+        originals = {id(ref.original(name)) for name in fc._patch._REPLACEMENTS}
+        ours = {id(fc._patch.replacement(name)) for name in fc._patch._REPLACEMENTS}
 
         def bound(ids):
             return sorted(
@@ -264,3 +261,47 @@ def test_every_adk_module_in_a_fresh_interpreter() -> None:
     )
     assert done.returncode == 0, done.stderr[-4000:]
     assert done.stdout.startswith("ok")
+
+
+def _call_error(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> str:
+    """The message of the `TypeError` a wrong call raises (before any
+    coroutine or generator starts)."""
+    with pytest.raises(TypeError) as raised:
+        fn(*args, **kwargs)
+    return str(raised.value)
+
+
+@pytest.mark.parametrize("name", list(_patch._REPLACEMENTS))
+def test_replacements_carry_the_replaced_names_and_errors(name: str) -> None:
+    original = fc._reference.original(name)
+    bound = _patch.replacement(name)
+    assert bound.__name__ == original.__name__
+    assert bound.__qualname__ == original.__qualname__
+    assert bound.__code__.co_name == original.__code__.co_name
+    if sys.version_info >= (3, 11):
+        assert bound.__code__.co_qualname == original.__code__.co_qualname
+    assert inspect.signature(bound).parameters.keys() == (
+        inspect.signature(original).parameters.keys()
+    )
+    # A wrong call raises the very TypeError google-adk's function raises.
+    for args, kwargs in (
+        ((), {"no_such_argument": 1}),
+        ((), {}),
+        ((1, 2, 3, 4, 5, 6, 7, 8), {}),
+    ):
+        assert _call_error(bound, *args, **kwargs) == _call_error(original, *args, **kwargs)
+    # Our own public function keeps its own name; the bound one runs its code.
+    ours = _patch._REPLACEMENTS[name]
+    assert ours.__name__ == name
+    assert bound.__code__.co_code == ours.__code__.co_code
+    assert bound.__globals__ is ours.__globals__
+
+
+def test_tracebacks_name_the_replaced_function(originals: Snapshot) -> None:
+    fc.install()
+    from google.adk.events import _rewind_events
+
+    with pytest.raises(Exception) as raised:
+        _rewind_events._apply_rewinds([object()])  # type: ignore[list-item]
+    names = [entry.name for entry in raised.traceback]
+    assert "_apply_rewinds" in names and "apply_rewinds" not in names, names

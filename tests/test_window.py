@@ -39,7 +39,7 @@ from typing import Any
 
 import adk_fastcompact as fc
 import pytest
-from adk_fastcompact import _native, _reference
+from adk_fastcompact import _native, _patch, _reference
 from compare import deep_equal
 from google.adk.agents.base_agent import BaseAgent
 from google.adk.agents.llm_agent import LlmAgent
@@ -356,12 +356,10 @@ def run_side(
             # and the request processor's token threshold.
             window_fn = adk_compaction._run_compaction_for_sliding_window
             token_fn = adk_context_compaction._run_compaction_for_token_threshold_config
-            assert window_fn is fc.run_compaction_for_sliding_window
-            assert token_fn is fc.run_compaction_for_token_threshold_config
-            assert (
-                adk_compaction._run_compaction_for_token_threshold_config
-                is fc.run_compaction_for_token_threshold_config
-            )
+            assert window_fn is _patch.replacement("run_compaction_for_sliding_window")
+            token = _patch.replacement("run_compaction_for_token_threshold_config")
+            assert token_fn is token
+            assert adk_compaction._run_compaction_for_token_threshold_config is token
     else:
         assert fc.installed() is None
         window_fn, token_fn = ORIG_WINDOW, ORIG_TOKEN

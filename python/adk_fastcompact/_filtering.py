@@ -23,7 +23,7 @@ def apply_rewinds(events: list[Event]) -> list[Event]:
     Same as `google.adk.events._rewind_events._apply_rewinds`.
     """
     out = _native.apply_rewinds(events)
-    return _reference.apply_rewinds(events) if out is None else out
+    return _reference.original("apply_rewinds")(events) if out is None else out
 
 
 def get_compaction_ranges(events: list[Event]) -> list[tuple[int, float, float]]:
@@ -32,7 +32,7 @@ def get_compaction_ranges(events: list[Event]) -> list[tuple[int, float, float]]
     Same as `google.adk.apps.compaction._get_compaction_ranges`.
     """
     out = _native.get_compaction_ranges(events)
-    return _reference.get_compaction_ranges(events) if out is None else out
+    return _reference.original("get_compaction_ranges")(events) if out is None else out
 
 
 def process_compaction_events(events: list[Event], agent_name: str = "") -> list[Event]:
@@ -52,7 +52,7 @@ def process_compaction_events(events: list[Event], agent_name: str = "") -> list
     reuse = _summaries.ids_unobservable()
     out = _native.process_compaction_events(events, summary, author if reuse else None)
     if out is None:
-        return _reference.process_compaction_events(events, agent_name)
+        return _reference.original("process_compaction_events")(events, agent_name)
     return out
 
 
@@ -66,5 +66,5 @@ def recover_compacted_function_calls(
     """
     out = _native.recover_compacted_function_calls(events, source_events)
     if out is None:
-        return _reference.recover_compacted_function_calls(events, source_events)
+        return _reference.original("recover_compacted_function_calls")(events, source_events)
     return out

@@ -16,6 +16,7 @@ import importlib
 import importlib.metadata
 import sys
 import threading
+import types
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -103,6 +104,49 @@ def rebind(
     return done
 
 
+def as_replaced(new: Callable[..., Any], original: Callable[..., Any]) -> Callable[..., Any]:
+    """`new` under `original`'s name and qualified name.
+
+    A copy of the function whose code object carries the replaced
+    function's name too: CPython names a function in argument errors
+    (`_apply_rewinds() got an unexpected keyword argument ...`), tracebacks
+    and profiles by its code's `co_qualname` (3.11+) or `co_name`, so a
+    wrong call raises the very `TypeError` google-adk raises and a profile
+    reads as google-adk's does (with our file and line numbers).
+    """
+    names: dict[str, Any] = {"co_name": original.__code__.co_name}
+    if sys.version_info >= (3, 11):
+        names["co_qualname"] = original.__code__.co_qualname
+    fn = types.FunctionType(
+        new.__code__.replace(**names),
+        new.__globals__,
+        original.__name__,
+        new.__defaults__,
+        new.__closure__,
+    )
+    fn.__kwdefaults__ = new.__kwdefaults__
+    fn.__qualname__ = original.__qualname__
+    fn.__module__ = new.__module__
+    fn.__doc__ = new.__doc__
+    fn.__annotations__ = dict(new.__annotations__)
+    fn.__dict__.update(new.__dict__)
+    return fn
+
+
+# our name -> what install() binds, made once (see `replacement`).
+_bound: dict[str, Callable[..., Any]] = {}
+
+
+def replacement(name: str) -> Callable[..., Any]:
+    """What `install()` binds in place of google-adk's function `name` (our
+    name, a key of `_REPLACEMENTS`): our function under the replaced one's
+    names (`as_replaced`), made at first use and kept, so that every install
+    binds the same object and `unpatch` recognises it."""
+    if name not in _bound:
+        _bound[name] = as_replaced(_REPLACEMENTS[name], _reference.original(name))
+    return _bound[name]
+
+
 def install(mode: str = "parity", *, strict: bool = False) -> bool:
     """Makes google-adk use the Rust implementations.
 
@@ -141,9 +185,9 @@ def install(mode: str = "parity", *, strict: bool = False) -> bool:
                 raise ValueError(f"already installed in mode {_mode!r}; uninstall first")
             return True
         originals = {}
-        for name, new in _REPLACEMENTS.items():
+        for name in _REPLACEMENTS:
             orig = _reference.original(name)
-            originals[id(orig)] = (orig, new)
+            originals[id(orig)] = (orig, replacement(name))
         _patched.extend(rebind(originals))
         _hook_session_copies()
         _mode = mode
@@ -204,7 +248,7 @@ def unpatch() -> None:
     with _lock:
         while _undo:
             _undo.pop()()
-        replacements = {id(new) for new in _REPLACEMENTS.values()}
+        replacements = {id(new) for new in _bound.values()}
         while _patched:
             module, attr, original = _patched.pop()
             # Only undo what is still ours; a later patch by someone else stays.

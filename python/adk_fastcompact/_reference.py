@@ -57,23 +57,3 @@ def original(name: str) -> Callable[..., Any]:
         raise ImportError(f"{module_name}.{attr} is already replaced by adk-fastcompact")
     _resolved[name] = fn
     return fn
-
-
-def apply_rewinds(events: Any) -> Any:
-    """google-adk's `_apply_rewinds`."""
-    return original("apply_rewinds")(events)
-
-
-def get_compaction_ranges(events: Any) -> Any:
-    """google-adk's `_get_compaction_ranges`."""
-    return original("get_compaction_ranges")(events)
-
-
-def process_compaction_events(events: Any, agent_name: str = "") -> Any:
-    """google-adk's `_process_compaction_events`."""
-    return original("process_compaction_events")(events, agent_name)
-
-
-def recover_compacted_function_calls(events: Any, source_events: Any) -> Any:
-    """google-adk's `_recover_compacted_function_calls`."""
-    return original("recover_compacted_function_calls")(events, source_events)
