@@ -182,10 +182,7 @@ pub fn learned_verdicts(py: Python<'_>) -> Vec<(String, String, bool)> {
             let class = v.held.bind(py);
             let class = format!(
                 "{}.{}",
-                class
-                    .module()
-                    .map(|m| m.to_string())
-                    .unwrap_or_default(),
+                class.module().map(|m| m.to_string()).unwrap_or_default(),
                 class.qualname().map(|n| n.to_string()).unwrap_or_default()
             );
             (model, class, v.reads_like)

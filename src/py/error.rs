@@ -39,9 +39,7 @@ pub fn decline_counts(reset: bool) -> BTreeMap<&'static str, u64> {
 /// reason is warned about again when it next occurs.
 #[pyfunction]
 #[pyo3(signature = (reset = false))]
-pub fn decline_totals(
-    reset: bool,
-) -> (BTreeMap<&'static str, u64>, BTreeMap<&'static str, u64>) {
+pub fn decline_totals(reset: bool) -> (BTreeMap<&'static str, u64>, BTreeMap<&'static str, u64>) {
     let Ok(mut t) = TOTALS.lock() else {
         return Default::default();
     };
@@ -91,7 +89,11 @@ pub type Extracted<T> = Result<T, Outcome>;
 /// thread and per process), warned about once per reason per process, and
 /// an unknown class it met is judged for the next calls; `function` names
 /// the google-adk function whose own code then runs.
-pub fn finish<T>(py: Python<'_>, function: &'static str, result: Extracted<T>) -> PyResult<Option<T>> {
+pub fn finish<T>(
+    py: Python<'_>,
+    function: &'static str,
+    result: Extracted<T>,
+) -> PyResult<Option<T>> {
     match result {
         Ok(value) => Ok(Some(value)),
         Err(Outcome::Decline(reason)) => {

@@ -484,12 +484,11 @@ pub fn token_threshold_selection<'py>(
     event_retention_size: i64,
     agent_name: &Bound<'py, PyAny>,
 ) -> PyResult<Option<TokenOut<'py>>> {
-    finish(events.py(), "_run_compaction_for_token_threshold_config", run_token(
-        events,
-        isolation_scope,
-        event_retention_size,
-        agent_name,
-    ))
+    finish(
+        events.py(),
+        "_run_compaction_for_token_threshold_config",
+        run_token(events, isolation_scope, event_retention_size, agent_name),
+    )
 }
 
 fn run_token<'py>(
