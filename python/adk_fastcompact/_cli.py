@@ -3,7 +3,10 @@
 Subcommands:
   bench   time google-adk's pure-Python compaction bookkeeping (prompt
           filtering, the two compaction entry points, a Runner conversation)
-          against the Rust core, in one run (see `_bench`).
+          against the Rust core, in one run (see `_bench`). Each row shows how
+          often the Rust core declined during its Rust-side calls, and a
+          warning follows the table when any did: those rows' Rust timings
+          are then partly google-adk's own code.
 """
 
 from __future__ import annotations
@@ -133,7 +136,10 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "--json",
         action="store_true",
-        help='print {"rows": [...], "memory": [...]} to stdout instead of tables',
+        help=(
+            'print {"rows": [...], "memory": [...]} to stdout instead of tables; '
+            'each row has its Rust-core "declines" and "decline_reasons"'
+        ),
     )
     bench.add_argument(
         "--plot",
@@ -175,6 +181,27 @@ def _ms(value: float) -> str:
     return f"{value:,.3f}" if value < 10 else f"{value:,.1f}"
 
 
+def declines_warning(rows: Sequence[Row]) -> str | None:
+    """The warning line about the rows whose Rust side declined, or None.
+
+    A decline runs google-adk's own code in Rust's place: the answer is the
+    same, but the row's Rust time is then partly Python's, and its speed-up
+    understates the Rust core's (or hides that it was not used at all).
+    """
+    from ._bench import total_declines
+
+    total = total_declines(rows)
+    if not total:
+        return None
+    declined = sum(1 for row in rows if row["declines"])
+    reasons = ", ".join(f"{reason}: {count:,}" for reason, count in sorted(total.items()))
+    return (
+        f"warning: the Rust core declined {sum(total.values()):,} calls in {declined} of "
+        f"{len(rows)} rows ({reasons}); google-adk's own code ran in its place, so those "
+        "rows' Rust timings are partly google-adk's own code"
+    )
+
+
 def _table(rows: Sequence[Row]) -> Table:
     from ._bench import HEADLINE
     from ._simulate import WINDOW
@@ -201,6 +228,7 @@ def _table(rows: Sequence[Row]) -> Table:
     table.add_column("python ms", justify="right")
     table.add_column("rust ms", justify="right")
     table.add_column("speed-up", justify="right")
+    table.add_column("declines", justify="right")
     previous: tuple[int, str] | None = None
     for row in rows:
         turn = row.get("turn")
@@ -223,6 +251,7 @@ def _table(rows: Sequence[Row]) -> Table:
             _ms(row["python_ms"]),
             _ms(row["rust_ms"]),
             f"{row['ratio']:.1f}x",
+            f"[bold yellow]{row['declines']:,}[/]" if row["declines"] else "0",
             style="bold" if row["op"] == HEADLINE else None,
         )
     return table
@@ -304,15 +333,21 @@ def _bench(args: argparse.Namespace) -> int:
 
         plot(report, args.plot)
         stderr.print(f"plot written to {args.plot}")
+    warning = declines_warning(report.rows)
     if args.json:
         json.dump({"rows": report.rows, "memory": report.memory}, sys.stdout)
         sys.stdout.write("\n")
+        if warning is not None:
+            # stdout is the JSON's: the warning goes where the progress went.
+            stderr.print(warning, style="bold yellow", markup=False)
         return 0
     stdout = Console()
     if not stdout.is_terminal:
         # A file or a pipe has no width; rich's 80 columns would cut the names.
         stdout = Console(width=max(stdout.width, 120))
     stdout.print(_table(report.rows))
+    if warning is not None:
+        stdout.print(warning, style="bold yellow", markup=False)
     if report.memory:
         stdout.print(_memory_table(report.memory))
     stdout.print(machine_line(), style="dim")
