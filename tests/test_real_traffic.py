@@ -1,0 +1,741 @@
+"""End-to-end on real-shaped traffic: a streaming Runner, with and without `install()`.
+
+`test_runner_e2e.py` drives a Runner with plain `types.Content` everywhere.
+Real apps store more: google-adk's SSE streaming path builds every
+aggregated model response as a `types.ModelContent`
+(`google/adk/utils/streaming_utils.py`), clients send `types.UserContent`,
+and the parts carry thoughts with signatures, inline and file data, code
+and its results. This test runs conversations shaped like that through
+`Runner.run_async(run_config=RunConfig(streaming_mode=StreamingMode.SSE))`,
+with the streaming scripted models of `traffic_llm.py` (partial chunks fed
+through google-adk's own `StreamingResponseAggregator`, then the aggregated
+`ModelContent`), and compaction configured on the `App`.
+
+The corpus app's root agent has a calculator, a catalogue lookup, a tool
+that writes state and saves an artifact (an `InMemoryArtifactService` on the
+Runner), a `LongRunningFunctionTool` (resumed turns later by a user message
+carrying its `FunctionResponse`), a tool with `require_confirmation=True`
+(its `adk_request_confirmation` answered, yes or no, by a user message
+carrying a `ToolConfirmation`), an `AgentTool`, and three sub-agents reached
+by `transfer_to_agent`: an `LlmAgent`, a `ParallelAgent` of two `LlmAgent`
+branches and a `LoopAgent` whose agent escalates with `exit_loop`. (The
+second branch starts when the first is done, see `traffic_llm.Turnstile`:
+with two branches running, the order of their events on SQLite depends on
+aiosqlite's thread timing, even on google-adk's own code.) Its
+callbacks rewrite the request, answer a "cached" turn without the model,
+and rewrite every text response (and write state); the model answers now
+and then with a `MAX_TOKENS` finish or an error response, and with grounding
+and usage metadata. Summaries come from google-adk's `LlmEventSummarizer`,
+whose model answers with a plain `types.Content`: the summarizer calls it
+with `stream=False`, where Gemini returns plain Content anyway, and does
+`summary_content.role = 'model'`, which raises on a (frozen) ModelContent, a
+google-adk 2.13.0 defect this test does not trigger.
+
+Each conversation runs on `InMemorySessionService` and on
+`SqliteSessionService` (a `tmp_path` file), under a sliding window, a token
+threshold and both, once on google-adk's own code and once after plain
+`adk_fastcompact.install()` (parity mode), with ids from a counter and a
+fixed-step clock. Every request every model saw (`model_dump(mode="json")`),
+every response, every yielded event (partial chunks included), the stored
+session, the saved artifacts and the compaction triggers must be equal; the
+installed run must go through the Rust entry points, hand them
+ModelContent and UserContent events, and decline nothing
+(`_native.decline_counts()` is `{}`); and the comparison must not be
+vacuous: several summaries from every configured trigger, and every kind of
+traffic listed above actually stored (counted on the stored events,
+ModelContent and UserContent by class on the in-memory session).
+
+`test_streaming_two_tool_agent` is the plain case on its own: an `LlmAgent`
+with two function tools, both compaction triggers on, streaming-shaped
+traffic, 60 turns in memory and 40 on SQLite.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import random
+import time
+import warnings
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import adk_fastcompact
+import pytest
+from adk_fastcompact import _native
+from compare import NATIVE_OPS
+from google.adk.agents.llm_agent import LlmAgent
+from google.adk.agents.loop_agent import LoopAgent
+from google.adk.agents.parallel_agent import ParallelAgent
+from google.adk.agents.run_config import RunConfig, StreamingMode
+from google.adk.apps import compaction as adk_compaction
+from google.adk.apps.app import App, EventsCompactionConfig
+from google.adk.apps.llm_event_summarizer import LlmEventSummarizer
+from google.adk.artifacts.in_memory_artifact_service import InMemoryArtifactService
+from google.adk.events.event import Event
+from google.adk.platform import time as platform_time
+from google.adk.platform import uuid as platform_uuid
+from google.adk.runners import Runner
+from google.adk.sessions.base_session_service import BaseSessionService
+from google.adk.sessions.in_memory_session_service import InMemorySessionService
+from google.adk.sessions.sqlite_session_service import SqliteSessionService
+from google.adk.tools.agent_tool import AgentTool
+from google.adk.tools.exit_loop_tool import exit_loop
+from google.adk.tools.function_tool import FunctionTool
+from google.adk.tools.long_running_tool import LongRunningFunctionTool
+from google.genai import types
+from scripted_llm import calc, lookup, start_job, words
+from test_runner_e2e import _EXPECTED_WARNINGS, Probes, _assert_same, _compactions
+from traffic_llm import (
+    ACTIONS,
+    CHECKED,
+    SUMMARY,
+    TrafficLlm,
+    Turnstile,
+    after_model,
+    before_model,
+    remember,
+    transfer_funds,
+)
+
+APP = "traffic_app"
+USER = "user-1"
+SESSION = "session-1"
+CONFIRMATION = "adk_request_confirmation"
+
+#: Compaction configs (EventsCompactionConfig fields besides the summarizer).
+CONFIGS: dict[str, dict[str, int]] = {
+    "window": {"compaction_interval": 2, "overlap_size": 1},
+    "token": {"token_threshold": 1200, "event_retention_size": 3},
+    "both": {
+        "compaction_interval": 3,
+        "overlap_size": 1,
+        "token_threshold": 1200,
+        "event_retention_size": 2,
+    },
+}
+
+#: Driver text messages per corpus conversation (every action comes up in
+#: each run of `len(ACTIONS)` of them); resumes and confirmation answers
+#: come on top.
+CORPUS_TURNS = {"memory": 3 * len(ACTIONS), "sqlite": 2 * len(ACTIONS)}
+
+#: The "Done when" scenario: user messages per session service, and its config.
+PLAIN_TURNS = {"memory": 60, "sqlite": 40}
+PLAIN_CONFIG = {
+    "compaction_interval": 4,
+    "overlap_size": 1,
+    "token_threshold": 800,
+    "event_retention_size": 2,
+}
+PLAIN_WEIGHTS = {"chat": 5, "tool": 3, "parallel": 2}
+
+RUN_CONFIG = RunConfig(streaming_mode=StreamingMode.SSE)
+
+_WARNINGS = (
+    *_EXPECTED_WARNINGS,
+    # ParallelAgent and LoopAgent are deprecated in favour of Workflow, which
+    # cannot be an LlmAgent's sub-agent yet: apps still build them.
+    (DeprecationWarning, r"(ParallelAgent|LoopAgent) is deprecated"),
+)
+
+
+@dataclass
+class Conversation:
+    """Everything observable about one run of a conversation."""
+
+    requests: dict[str, list[dict[str, Any]]]
+    responses: dict[str, list[dict[str, Any]]]
+    yielded: list[list[dict[str, Any]]]
+    stored: list[dict[str, Any]]
+    session: dict[str, Any]
+    artifacts: dict[str, list[int]]
+    log: list[str]
+    triggers: list[str] = field(default_factory=list)
+    # Not compared: what the test checks the run for.
+    events: list[Event] = field(repr=False, default_factory=list)
+    partials: int = 0
+    native_calls: Counter[str] = field(default_factory=Counter)
+    native_declined: Counter[str] = field(default_factory=Counter)
+    native_contents: Counter[str] = field(default_factory=Counter)
+    declines: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+@dataclass
+class _Pending:
+    """A call the user answers later: a long-running job or a confirmation."""
+
+    due: int
+    call_id: str
+    kind: str
+    job: str = ""
+    confirmed: bool = False
+
+
+def _models(seed: str, names: tuple[str, ...]) -> dict[str, TrafficLlm]:
+    return {name: TrafficLlm(model=name, seed=seed) for name in names}
+
+
+def _corpus_root(models: dict[str, TrafficLlm]) -> LlmAgent:
+    def leaf(name: str, description: str, **kwargs: Any) -> LlmAgent:
+        return LlmAgent(
+            name=name,
+            model=models[name],
+            description=description,
+            instruction=f"You are {name}. {description}",
+            disallow_transfer_to_parent=True,
+            disallow_transfer_to_peers=True,
+            **kwargs,
+        )
+
+    researcher = LlmAgent(
+        name="researcher",
+        model=models["researcher"],
+        description="Researches a request.",
+        instruction="Research the request and answer briefly.",
+    )
+    helper = LlmAgent(
+        name="helper",
+        model=models["helper"],
+        description="Answers questions the root agent hands over.",
+        instruction="You are the helper. Transfer back to root when you are done.",
+        tools=[lookup],
+    )
+    turnstile = Turnstile()
+    fanout = ParallelAgent(
+        name="fanout",
+        description="Asks two critics at once.",
+        sub_agents=[
+            leaf(
+                "critic_a",
+                "Criticises with facts.",
+                tools=[lookup],
+                after_agent_callback=turnstile.open,
+            ),
+            leaf("critic_b", "Criticises the style.", before_agent_callback=turnstile.wait),
+        ],
+    )
+    refine = LoopAgent(
+        name="refine",
+        description="Refines a draft until it is good.",
+        sub_agents=[leaf("refiner", "Drafts, then exits the loop.", tools=[exit_loop])],
+        max_iterations=3,
+    )
+    return LlmAgent(
+        name="root",
+        model=models["root"],
+        description="The coordinator.",
+        instruction="You are the root agent. Use your tools and agents.",
+        tools=[
+            calc,
+            lookup,
+            remember,
+            LongRunningFunctionTool(start_job),
+            FunctionTool(transfer_funds, require_confirmation=True),
+            AgentTool(agent=researcher),
+        ],
+        sub_agents=[helper, fanout, refine],
+        before_model_callback=before_model,
+        after_model_callback=after_model,
+    )
+
+
+def _plain_root(models: dict[str, TrafficLlm]) -> LlmAgent:
+    return LlmAgent(
+        name="root",
+        model=models["root"],
+        description="The coordinator.",
+        instruction="You are the root agent. Use your tools.",
+        tools=[calc, lookup],
+    )
+
+
+CORPUS_MODELS = ("root", "helper", "critic_a", "critic_b", "refiner", "researcher", "summarizer")
+PLAIN_MODELS = ("root", "summarizer")
+
+
+def _user(*parts: types.Part) -> types.UserContent:
+    return types.UserContent(parts=list(parts))
+
+
+def _driver_message(turn: int, action: str, rng: random.Random) -> types.UserContent:
+    parts = [types.Part(text=f"turn {turn}: {action} {words(rng, 3 + rng.randrange(10))}")]
+    if action == "image":
+        # An uploaded picture and a document stored elsewhere.
+        data = bytes(rng.randrange(256) for _ in range(48 + rng.randrange(64)))
+        parts.append(types.Part(inline_data=types.Blob(mime_type="image/jpeg", data=data)))
+        parts.append(
+            types.Part(
+                file_data=types.FileData(
+                    file_uri=f"gs://traffic-bucket/doc-{turn}.pdf", mime_type="application/pdf"
+                )
+            )
+        )
+    return _user(*parts)
+
+
+def _answer(pending: _Pending, rng: random.Random) -> types.UserContent:
+    if pending.kind == "job":
+        response: dict[str, Any] = {
+            "status": "done",
+            "job": pending.job,
+            "result": words(rng, 8 + rng.randrange(24)),
+        }
+        name = "start_job"
+    else:
+        response = {"confirmed": pending.confirmed, "payload": {"note": words(rng, 2)}}
+        name = CONFIRMATION
+    return _user(
+        types.Part(
+            function_response=types.FunctionResponse(
+                id=pending.call_id, name=name, response=response
+            )
+        )
+    )
+
+
+def _dump(event: Event) -> dict[str, Any]:
+    return event.model_dump(mode="json")
+
+
+def _schedule(rng: random.Random, turns: int, corpus: bool) -> list[str]:
+    """The driver's actions: every action once per `len(ACTIONS)` messages
+    (in a seeded order) for the corpus, weighted draws for the plain agent."""
+    if not corpus:
+        actions, weights = zip(*PLAIN_WEIGHTS.items(), strict=True)
+        return rng.choices(actions, weights, k=turns)
+    schedule: list[str] = []
+    while len(schedule) < turns:
+        block = list(ACTIONS)
+        rng.shuffle(block)
+        schedule.extend(block)
+    return schedule[:turns]
+
+
+async def _converse(
+    service: BaseSessionService,
+    config: dict[str, int],
+    turns: int,
+    seed: str,
+    *,
+    corpus: bool,
+) -> Conversation:
+    models = _models(seed, CORPUS_MODELS if corpus else PLAIN_MODELS)
+    root = _corpus_root(models) if corpus else _plain_root(models)
+    compaction = EventsCompactionConfig(
+        summarizer=LlmEventSummarizer(llm=models["summarizer"]), **config
+    )
+    app = App(name=APP, root_agent=root, events_compaction_config=compaction)
+    artifacts = InMemoryArtifactService()
+    runner = Runner(app=app, session_service=service, artifact_service=artifacts)
+    await service.create_session(app_name=APP, user_id=USER, session_id=SESSION)
+    rng = random.Random(f"driver/{seed}")
+    schedule = _schedule(rng, turns, corpus)
+    pending: list[_Pending] = []
+    yielded: list[list[dict[str, Any]]] = []
+    log: list[str] = []
+    partials = 0
+    turn = 0
+    while schedule or pending:
+        due = [p for p in pending if p.due <= turn or not schedule]
+        if due:
+            answer = due[0]
+            pending.remove(answer)
+            message = _answer(answer, rng)
+            log.append(f"{turn}: {answer.kind} {answer.call_id} {answer.job or answer.confirmed}")
+        else:
+            action = schedule.pop(0)
+            message = _driver_message(turn, action, rng)
+            log.append(f"{turn}: {action}")
+        events = [
+            event
+            async for event in runner.run_async(
+                user_id=USER, session_id=SESSION, new_message=message, run_config=RUN_CONFIG
+            )
+        ]
+        yielded.append([_dump(event) for event in events])
+        for event in events:
+            if event.partial:
+                partials += 1
+                continue
+            for fc in event.get_function_calls():
+                if fc.id not in (event.long_running_tool_ids or ()):
+                    continue
+                if fc.name == CONFIRMATION:
+                    pending.append(
+                        _Pending(
+                            due=turn + 1 + rng.randrange(3),
+                            call_id=fc.id,
+                            kind="confirm",
+                            confirmed=rng.random() < 0.7,
+                        )
+                    )
+                else:
+                    pending.append(
+                        _Pending(
+                            due=turn + 2 + rng.randrange(6),
+                            call_id=fc.id,
+                            kind="job",
+                            job=str((fc.args or {}).get("job")),
+                        )
+                    )
+        turn += 1
+    session = await service.get_session(app_name=APP, user_id=USER, session_id=SESSION)
+    assert session is not None
+    keys = await artifacts.list_artifact_keys(app_name=APP, user_id=USER, session_id=SESSION)
+    versions = {
+        key: await artifacts.list_versions(
+            app_name=APP, user_id=USER, session_id=SESSION, filename=key
+        )
+        for key in keys
+    }
+    return Conversation(
+        requests={name: model.requests for name, model in models.items()},
+        responses={name: model.responses for name, model in models.items()},
+        yielded=yielded,
+        stored=[_dump(event) for event in session.events],
+        session=session.model_dump(mode="json", exclude={"events"}),
+        artifacts=versions,
+        log=log,
+        events=list(session.events),
+        partials=partials,
+    )
+
+
+@dataclass
+class TrafficProbes(Probes):
+    """`Probes`, plus the classes of the contents the Rust core was handed."""
+
+    contents: Counter[str] = field(default_factory=Counter)
+
+    def clear(self) -> None:
+        super().clear()
+        self.contents.clear()
+
+
+@pytest.fixture
+def probes(monkeypatch: pytest.MonkeyPatch) -> TrafficProbes:
+    """Counts the calls into the Rust core (and how many declined) and records
+    the compaction triggers, as `test_runner_e2e.py`'s fixture does, and the
+    classes of the event contents the calls read."""
+    found = TrafficProbes()
+    for name in NATIVE_OPS:
+        fn = getattr(_native, name)
+
+        def counted(*args: Any, _fn: Any = fn, _name: str = name, **kwargs: Any) -> Any:
+            found.native_calls[_name] += 1
+            for arg in args:
+                if type(arg) is list:
+                    found.contents.update(
+                        type(e.content).__name__ for e in arg if getattr(e, "content", None)
+                    )
+            out = _fn(*args, **kwargs)
+            if out is None:
+                found.native_declined[_name] += 1
+            return out
+
+        monkeypatch.setattr(_native, name, counted)
+    summarize = adk_compaction._summarize_events_with_trace
+
+    async def recorded(**kwargs: Any) -> Event | None:
+        found.triggers.append(kwargs["trigger"])
+        return await summarize(**kwargs)
+
+    monkeypatch.setattr(adk_compaction, "_summarize_events_with_trace", recorded)
+    return found
+
+
+def _run(
+    service_kind: str,
+    config: dict[str, int],
+    turns: int,
+    seed: str,
+    db: Path,
+    *,
+    corpus: bool,
+    install: bool,
+    probes: TrafficProbes,
+) -> Conversation:
+    probes.clear()
+    _native.decline_counts(reset=True)
+    if install:
+        assert adk_fastcompact.install() is True
+        assert adk_fastcompact.installed() == "parity"
+    else:
+        adk_fastcompact.uninstall()
+
+    async def main() -> Conversation:
+        ids = itertools.count()
+        clock = itertools.count()
+        platform_uuid.set_id_provider(lambda: f"id-{next(ids):06d}")
+        platform_time.set_time_provider(lambda: 1_000_000.0 + 0.25 * next(clock))
+        try:
+            service: BaseSessionService
+            if service_kind == "sqlite":
+                service = SqliteSessionService(str(db))
+            else:
+                service = InMemorySessionService()
+            return await _converse(service, config, turns, seed, corpus=corpus)
+        finally:
+            platform_uuid.reset_id_provider()
+            platform_time.reset_time_provider()
+
+    started = time.perf_counter()
+    try:
+        with warnings.catch_warnings():
+            for category, message in _WARNINGS:
+                warnings.filterwarnings("ignore", message=message, category=category)
+            conversation = asyncio.run(main())
+    finally:
+        adk_fastcompact.uninstall()
+    conversation.seconds = time.perf_counter() - started
+    conversation.triggers = list(probes.triggers)
+    conversation.native_calls = Counter(probes.native_calls)
+    conversation.native_declined = Counter(probes.native_declined)
+    conversation.native_contents = Counter(probes.contents)
+    conversation.declines = _native.decline_counts(reset=True)
+    return conversation
+
+
+def _both(
+    service_kind: str,
+    config: dict[str, int],
+    turns: int,
+    seed: str,
+    tmp_path: Path,
+    probes: TrafficProbes,
+    *,
+    corpus: bool,
+) -> tuple[Conversation, Conversation]:
+    """Runs the conversation plain and installed and asserts they are the same."""
+    runs = [
+        _run(
+            service_kind,
+            config,
+            turns,
+            seed,
+            tmp_path / f"{name}.db",
+            corpus=corpus,
+            install=install,
+            probes=probes,
+        )
+        for name, install in (("plain", False), ("fast", True))
+    ]
+    plain, fast = runs
+    # google-adk's own run never reached the Rust core.
+    assert sum(plain.native_calls.values()) == 0, plain.native_calls
+    for name in plain.requests:
+        _assert_same(f"{name} requests", plain.requests[name], fast.requests[name])
+        _assert_same(f"{name} responses", plain.responses[name], fast.responses[name])
+    _assert_same("yielded events", plain.yielded, fast.yielded)
+    _assert_same("stored events", plain.stored, fast.stored)
+    _assert_same("session", plain.session, fast.session)
+    _assert_same("artifacts", plain.artifacts, fast.artifacts)
+    _assert_same("compaction triggers", plain.triggers, fast.triggers)
+    _assert_same("driver log", plain.log, fast.log)
+    return plain, fast
+
+
+def _assert_compacted(conversation: Conversation, config: dict[str, int], least: int) -> None:
+    """Several summaries were stored, from every configured trigger."""
+    compactions = _compactions(conversation.events)
+    triggers = Counter(conversation.triggers)
+    expected = {"sliding_window"} if "compaction_interval" in config else set()
+    if "token_threshold" in config:
+        expected.add("token_threshold")
+    assert set(triggers) == expected, triggers
+    assert min(triggers.values()) >= least, triggers
+    assert len(compactions) >= len(expected) * least, len(compactions)
+    assert len(conversation.requests["summarizer"]) >= len(compactions)
+    for _, event in compactions:
+        summary = event.actions.compaction.compacted_content
+        assert type(summary) is types.Content, type(summary)
+        assert (summary.parts[0].text or "").startswith(SUMMARY)
+    compacted = sum(
+        any(
+            (p.get("text") or "").startswith(SUMMARY)
+            for c in r["contents"]
+            for p in c.get("parts") or []
+        )
+        for r in conversation.requests["root"]
+    )
+    assert compacted >= len(conversation.requests["root"]) // 3, compacted
+
+
+def _assert_native_clean(fast: Conversation, config: dict[str, int]) -> None:
+    """The installed run used the Rust core, which read the classes real
+    traffic stores and never declined."""
+    used = {
+        "apply_rewinds",
+        "process_compaction_events",
+        "recover_compacted_function_calls",
+        "prompt_chars_delta",
+    }
+    if "compaction_interval" in config:
+        used.add("sliding_window")
+    if "token_threshold" in config:
+        used.add("token_threshold_selection")
+    assert {name for name in used if fast.native_calls[name] == 0} == set(), fast.native_calls
+    classes = fast.native_contents
+    assert min(classes[c] for c in ("Content", "ModelContent", "UserContent")) > 0, classes
+    assert fast.declines == {}, (fast.declines, dict(fast.native_declined))
+    assert sum(fast.native_declined.values()) == 0, fast.native_declined
+
+
+def _parts(event: Event) -> Iterator[types.Part]:
+    if event.content is not None:
+        yield from event.content.parts or []
+
+
+def features(events: list[Event]) -> Counter[str]:
+    """What real-app traffic the stored events carry, by kind."""
+    found: Counter[str] = Counter()
+    calls: dict[str, Event] = {}
+    for event in events:
+        content = event.content
+        found[f"content {type(content).__name__}"] += content is not None
+        calls.update({fc.id or "": event for fc in event.get_function_calls()})
+        parts = list(_parts(event))
+        fcs = [p for p in parts if p.function_call]
+        found["thought"] += sum(bool(p.thought and p.thought_signature) for p in parts)
+        found["signed parallel call"] += len(fcs) > 1 and bool(fcs[0].thought_signature)
+        found["user inline data"] += event.author == "user" and any(p.inline_data for p in parts)
+        found["model inline data"] += event.author != "user" and any(p.inline_data for p in parts)
+        found["file data"] += any(p.file_data for p in parts)
+        found["executable code"] += any(p.executable_code for p in parts)
+        found["code result"] += any(p.code_execution_result for p in parts)
+        found["checked"] += any((p.text or "").endswith(CHECKED) for p in parts)
+        found["cached"] += any((p.text or "").startswith("cached t") for p in parts)
+        found["grounding"] += event.grounding_metadata is not None
+        found["usage"] += event.usage_metadata is not None
+        found["error"] += event.error_code is not None and event.content is None
+        found["finish error"] += event.error_code is not None and event.content is not None
+        found["long running"] += any(
+            fc.id in (event.long_running_tool_ids or ()) and fc.name == "start_job"
+            for fc in event.get_function_calls()
+        )
+        found["confirmation request"] += any(
+            fc.name == CONFIRMATION for fc in event.get_function_calls()
+        )
+        found["requested confirmation"] += bool(event.actions.requested_tool_confirmations)
+        found["transfer"] += event.actions.transfer_to_agent is not None
+        found[f"transfer to {event.actions.transfer_to_agent}"] += bool(
+            event.actions.transfer_to_agent
+        )
+        found["escalate"] += bool(event.actions.escalate)
+        found["state delta"] += bool(event.actions.state_delta)
+        found["artifact delta"] += bool(event.actions.artifact_delta)
+        found["branch"] += bool(event.branch)
+        found[f"author {event.author}"] += 1
+        for response in event.get_function_responses():
+            if event.author != "user":
+                found[f"tool {response.name}"] += 1
+                continue
+            call = calls.get(response.id or "")
+            assert call is not None, response.id
+            if response.name == "start_job":
+                found["resume"] += 1
+            elif response.name == CONFIRMATION:
+                confirmed = (response.response or {}).get("confirmed")
+                found["confirmed" if confirmed else "rejected"] += 1
+    return +found
+
+
+#: Kinds of traffic every corpus run must store, and how often at least.
+CORPUS_FEATURES = {
+    "thought": 4,
+    "signed parallel call": 1,
+    "user inline data": 1,
+    "model inline data": 1,
+    "file data": 1,
+    "executable code": 1,
+    "code result": 1,
+    "checked": 4,
+    "cached": 1,
+    "grounding": 1,
+    "usage": 8,
+    "error": 1,
+    "finish error": 1,
+    "long running": 1,
+    "resume": 1,
+    "confirmation request": 1,
+    "requested confirmation": 1,
+    "confirmed": 1,
+    "transfer to helper": 1,
+    "transfer to fanout": 1,
+    "transfer to refine": 1,
+    "transfer to root": 1,
+    "escalate": 1,
+    "state delta": 2,
+    "artifact delta": 1,
+    "branch": 2,
+    "author helper": 1,
+    "author critic_a": 1,
+    "author critic_b": 1,
+    "author refiner": 2,
+    "tool researcher": 1,
+    "tool transfer_funds": 2,
+    "tool remember": 1,
+    "tool calc": 1,
+    "tool lookup": 1,
+}
+
+
+@pytest.mark.parametrize("service_kind", ["memory", "sqlite"])
+@pytest.mark.parametrize("config_name", list(CONFIGS))
+def test_real_traffic_is_identical_with_install(
+    service_kind: str, config_name: str, tmp_path: Path, probes: TrafficProbes
+) -> None:
+    config = CONFIGS[config_name]
+    plain, fast = _both(
+        service_kind,
+        config,
+        CORPUS_TURNS[service_kind],
+        f"traffic-{config_name}-{service_kind}",
+        tmp_path,
+        probes,
+        corpus=True,
+    )
+
+    # ... and the comparison is not vacuous.
+    _assert_compacted(plain, config, least=2)
+    assert plain.partials >= 20, plain.partials
+    for name in CORPUS_MODELS:
+        assert plain.requests[name], name
+    found = features(plain.events)
+    missing = {k: found[k] for k, least in CORPUS_FEATURES.items() if found[k] < least}
+    assert missing == {}, (missing, found)
+    if service_kind == "memory":
+        # The in-memory session keeps the classes apps and google-adk build.
+        assert found["content ModelContent"] >= 20, found
+        assert found["content UserContent"] >= CORPUS_TURNS["memory"], found
+    _assert_native_clean(fast, config)
+
+
+@pytest.mark.parametrize("service_kind", ["memory", "sqlite"])
+def test_streaming_two_tool_agent(service_kind: str, tmp_path: Path, probes: TrafficProbes) -> None:
+    """An LlmAgent with two function tools, both triggers, streaming-shaped
+    traffic (ModelContent responses, UserContent messages)."""
+    turns = PLAIN_TURNS[service_kind]
+    plain, fast = _both(
+        service_kind,
+        PLAIN_CONFIG,
+        turns,
+        f"plain-{service_kind}",
+        tmp_path,
+        probes,
+        corpus=False,
+    )
+    _assert_compacted(plain, PLAIN_CONFIG, least=3)
+    assert len(plain.log) == turns
+    found = features(plain.events)
+    for kind in ("thought", "signed parallel call", "tool calc", "tool lookup", "usage"):
+        assert found[kind] >= 1, (kind, found)
+    if service_kind == "memory":
+        assert found["content ModelContent"] >= turns, found
+        assert found["content UserContent"] == turns, found
+    _assert_native_clean(fast, PLAIN_CONFIG)
