@@ -5,6 +5,7 @@
 pub mod analysis;
 pub mod error;
 pub mod event;
+pub mod exact;
 pub mod filter;
 pub mod hash;
 pub mod index;
