@@ -15,6 +15,7 @@ from typing import Any
 
 import adk_fastcompact as fc
 import pytest
+from adk_fastcompact._patch import replacement
 from compare import assert_same_error, call, deep_equal
 from google.adk.flows.llm_flows.context import _contents
 from hypothesis import given, note, settings
@@ -35,8 +36,8 @@ def patched() -> Iterator[Callable[[], None]]:
 
     def install() -> None:
         assert fc.install() is True
-        assert _contents._process_compaction_events is fc.process_compaction_events
-        assert _contents._apply_rewinds is fc.apply_rewinds
+        assert _contents._process_compaction_events is replacement("process_compaction_events")
+        assert _contents._apply_rewinds is replacement("apply_rewinds")
 
     try:
         yield install
