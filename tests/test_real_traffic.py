@@ -52,43 +52,39 @@ traffic, 60 turns in memory and 40 on SQLite.
 
 from __future__ import annotations
 
-import asyncio
-import itertools
 import random
-import time
-import warnings
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import adk_fastcompact
 import pytest
-from adk_fastcompact import _native
-from compare import NATIVE_OPS
 from google.adk.agents.llm_agent import LlmAgent
 from google.adk.agents.loop_agent import LoopAgent
 from google.adk.agents.parallel_agent import ParallelAgent
 from google.adk.agents.run_config import RunConfig, StreamingMode
-from google.adk.apps import compaction as adk_compaction
 from google.adk.apps.app import App, EventsCompactionConfig
 from google.adk.apps.llm_event_summarizer import LlmEventSummarizer
 from google.adk.artifacts.in_memory_artifact_service import InMemoryArtifactService
 from google.adk.events.event import Event
-from google.adk.platform import time as platform_time
-from google.adk.platform import uuid as platform_uuid
 from google.adk.runners import Runner
 from google.adk.sessions.base_session_service import BaseSessionService
-from google.adk.sessions.in_memory_session_service import InMemorySessionService
-from google.adk.sessions.sqlite_session_service import SqliteSessionService
 from google.adk.tools.agent_tool import AgentTool
 from google.adk.tools.exit_loop_tool import exit_loop
 from google.adk.tools.function_tool import FunctionTool
 from google.adk.tools.long_running_tool import LongRunningFunctionTool
 from google.genai import types
+from runner_harness import (
+    EXPECTED_WARNINGS,
+    Observed,
+    Probes,
+    assert_same,
+    compactions,
+    install_probes,
+    run_conversation,
+)
 from scripted_llm import calc, lookup, start_job, words
-from test_runner_e2e import _EXPECTED_WARNINGS, Probes, _assert_same, _compactions
 from traffic_llm import (
     ACTIONS,
     CHECKED,
@@ -136,7 +132,7 @@ PLAIN_WEIGHTS = {"chat": 5, "tool": 3, "parallel": 2}
 RUN_CONFIG = RunConfig(streaming_mode=StreamingMode.SSE)
 
 _WARNINGS = (
-    *_EXPECTED_WARNINGS,
+    *EXPECTED_WARNINGS,
     # ParallelAgent and LoopAgent are deprecated in favour of Workflow, which
     # cannot be an LlmAgent's sub-agent yet: apps still build them.
     (DeprecationWarning, r"(ParallelAgent|LoopAgent) is deprecated"),
@@ -144,7 +140,7 @@ _WARNINGS = (
 
 
 @dataclass
-class Conversation:
+class Conversation(Observed):
     """Everything observable about one run of a conversation."""
 
     requests: dict[str, list[dict[str, Any]]]
@@ -154,15 +150,9 @@ class Conversation:
     session: dict[str, Any]
     artifacts: dict[str, list[int]]
     log: list[str]
-    triggers: list[str] = field(default_factory=list)
     # Not compared: what the test checks the run for.
     events: list[Event] = field(repr=False, default_factory=list)
     partials: int = 0
-    native_calls: Counter[str] = field(default_factory=Counter)
-    native_declined: Counter[str] = field(default_factory=Counter)
-    native_contents: Counter[str] = field(default_factory=Counter)
-    declines: dict[str, int] = field(default_factory=dict)
-    seconds: float = 0.0
 
 
 @dataclass
@@ -406,47 +396,11 @@ async def _converse(
     )
 
 
-@dataclass
-class TrafficProbes(Probes):
-    """`Probes`, plus the classes of the contents the Rust core was handed."""
-
-    contents: Counter[str] = field(default_factory=Counter)
-
-    def clear(self) -> None:
-        super().clear()
-        self.contents.clear()
-
-
 @pytest.fixture
-def probes(monkeypatch: pytest.MonkeyPatch) -> TrafficProbes:
-    """Counts the calls into the Rust core (and how many declined) and records
-    the compaction triggers, as `test_runner_e2e.py`'s fixture does, and the
-    classes of the event contents the calls read."""
-    found = TrafficProbes()
-    for name in NATIVE_OPS:
-        fn = getattr(_native, name)
-
-        def counted(*args: Any, _fn: Any = fn, _name: str = name, **kwargs: Any) -> Any:
-            found.native_calls[_name] += 1
-            for arg in args:
-                if type(arg) is list:
-                    found.contents.update(
-                        type(e.content).__name__ for e in arg if getattr(e, "content", None)
-                    )
-            out = _fn(*args, **kwargs)
-            if out is None:
-                found.native_declined[_name] += 1
-            return out
-
-        monkeypatch.setattr(_native, name, counted)
-    summarize = adk_compaction._summarize_events_with_trace
-
-    async def recorded(**kwargs: Any) -> Event | None:
-        found.triggers.append(kwargs["trigger"])
-        return await summarize(**kwargs)
-
-    monkeypatch.setattr(adk_compaction, "_summarize_events_with_trace", recorded)
-    return found
+def probes(monkeypatch: pytest.MonkeyPatch) -> Probes:
+    """Counts the calls into the Rust core (and how many declined), the
+    classes of the event contents they read, and the compaction triggers."""
+    return install_probes(monkeypatch)
 
 
 def _run(
@@ -458,47 +412,14 @@ def _run(
     *,
     corpus: bool,
     install: bool,
-    probes: TrafficProbes,
+    probes: Probes,
 ) -> Conversation:
-    probes.clear()
-    _native.decline_counts(reset=True)
-    if install:
-        assert adk_fastcompact.install() is True
-        assert adk_fastcompact.installed() == "parity"
-    else:
-        adk_fastcompact.uninstall()
+    def converse(service: BaseSessionService) -> Any:
+        return _converse(service, config, turns, seed, corpus=corpus)
 
-    async def main() -> Conversation:
-        ids = itertools.count()
-        clock = itertools.count()
-        platform_uuid.set_id_provider(lambda: f"id-{next(ids):06d}")
-        platform_time.set_time_provider(lambda: 1_000_000.0 + 0.25 * next(clock))
-        try:
-            service: BaseSessionService
-            if service_kind == "sqlite":
-                service = SqliteSessionService(str(db))
-            else:
-                service = InMemorySessionService()
-            return await _converse(service, config, turns, seed, corpus=corpus)
-        finally:
-            platform_uuid.reset_id_provider()
-            platform_time.reset_time_provider()
-
-    started = time.perf_counter()
-    try:
-        with warnings.catch_warnings():
-            for category, message in _WARNINGS:
-                warnings.filterwarnings("ignore", message=message, category=category)
-            conversation = asyncio.run(main())
-    finally:
-        adk_fastcompact.uninstall()
-    conversation.seconds = time.perf_counter() - started
-    conversation.triggers = list(probes.triggers)
-    conversation.native_calls = Counter(probes.native_calls)
-    conversation.native_declined = Counter(probes.native_declined)
-    conversation.native_contents = Counter(probes.contents)
-    conversation.declines = _native.decline_counts(reset=True)
-    return conversation
+    return run_conversation(
+        converse, service_kind, db, install=install, probes=probes, ignore=_WARNINGS
+    )
 
 
 def _both(
@@ -507,7 +428,7 @@ def _both(
     turns: int,
     seed: str,
     tmp_path: Path,
-    probes: TrafficProbes,
+    probes: Probes,
     *,
     corpus: bool,
 ) -> tuple[Conversation, Conversation]:
@@ -529,29 +450,29 @@ def _both(
     # google-adk's own run never reached the Rust core.
     assert sum(plain.native_calls.values()) == 0, plain.native_calls
     for name in plain.requests:
-        _assert_same(f"{name} requests", plain.requests[name], fast.requests[name])
-        _assert_same(f"{name} responses", plain.responses[name], fast.responses[name])
-    _assert_same("yielded events", plain.yielded, fast.yielded)
-    _assert_same("stored events", plain.stored, fast.stored)
-    _assert_same("session", plain.session, fast.session)
-    _assert_same("artifacts", plain.artifacts, fast.artifacts)
-    _assert_same("compaction triggers", plain.triggers, fast.triggers)
-    _assert_same("driver log", plain.log, fast.log)
+        assert_same(f"{name} requests", plain.requests[name], fast.requests[name])
+        assert_same(f"{name} responses", plain.responses[name], fast.responses[name])
+    assert_same("yielded events", plain.yielded, fast.yielded)
+    assert_same("stored events", plain.stored, fast.stored)
+    assert_same("session", plain.session, fast.session)
+    assert_same("artifacts", plain.artifacts, fast.artifacts)
+    assert_same("compaction triggers", plain.triggers, fast.triggers)
+    assert_same("driver log", plain.log, fast.log)
     return plain, fast
 
 
 def _assert_compacted(conversation: Conversation, config: dict[str, int], least: int) -> None:
     """Several summaries were stored, from every configured trigger."""
-    compactions = _compactions(conversation.events)
+    stored = compactions(conversation.events)
     triggers = Counter(conversation.triggers)
     expected = {"sliding_window"} if "compaction_interval" in config else set()
     if "token_threshold" in config:
         expected.add("token_threshold")
     assert set(triggers) == expected, triggers
     assert min(triggers.values()) >= least, triggers
-    assert len(compactions) >= len(expected) * least, len(compactions)
-    assert len(conversation.requests["summarizer"]) >= len(compactions)
-    for _, event in compactions:
+    assert len(stored) >= len(expected) * least, len(stored)
+    assert len(conversation.requests["summarizer"]) >= len(stored)
+    for _, event in stored:
         summary = event.actions.compaction.compacted_content
         assert type(summary) is types.Content, type(summary)
         assert (summary.parts[0].text or "").startswith(SUMMARY)
@@ -688,7 +609,7 @@ CORPUS_FEATURES = {
 @pytest.mark.parametrize("service_kind", ["memory", "sqlite"])
 @pytest.mark.parametrize("config_name", list(CONFIGS))
 def test_real_traffic_is_identical_with_install(
-    service_kind: str, config_name: str, tmp_path: Path, probes: TrafficProbes
+    service_kind: str, config_name: str, tmp_path: Path, probes: Probes
 ) -> None:
     config = CONFIGS[config_name]
     plain, fast = _both(
@@ -717,7 +638,7 @@ def test_real_traffic_is_identical_with_install(
 
 
 @pytest.mark.parametrize("service_kind", ["memory", "sqlite"])
-def test_streaming_two_tool_agent(service_kind: str, tmp_path: Path, probes: TrafficProbes) -> None:
+def test_streaming_two_tool_agent(service_kind: str, tmp_path: Path, probes: Probes) -> None:
     """An LlmAgent with two function tools, both triggers, streaming-shaped
     traffic (ModelContent responses, UserContent messages)."""
     turns = PLAIN_TURNS[service_kind]

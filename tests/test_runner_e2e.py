@@ -32,35 +32,31 @@ through each Rust entry point on this path without a single decline.
 
 from __future__ import annotations
 
-import asyncio
-import itertools
 import random
-import time
-import warnings
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import adk_fastcompact
 import pytest
-from adk_fastcompact import _native
-from compare import NATIVE_OPS
 from google.adk.agents.llm_agent import LlmAgent
-from google.adk.apps import compaction as adk_compaction
 from google.adk.apps.app import App, EventsCompactionConfig
 from google.adk.apps.llm_event_summarizer import LlmEventSummarizer
 from google.adk.events.event import Event
-from google.adk.platform import time as platform_time
-from google.adk.platform import uuid as platform_uuid
 from google.adk.runners import Runner
 from google.adk.sessions.base_session_service import BaseSessionService
-from google.adk.sessions.in_memory_session_service import InMemorySessionService
-from google.adk.sessions.sqlite_session_service import SqliteSessionService
 from google.adk.tools.agent_tool import AgentTool
 from google.adk.tools.long_running_tool import LongRunningFunctionTool
 from google.genai import types
+from runner_harness import (
+    Observed,
+    Probes,
+    assert_same,
+    compactions,
+    install_probes,
+    run_conversation,
+)
 from scripted_llm import ACTIONS, ScriptedLlm, big_report, calc, lookup, start_job, words
 
 APP = "e2e_app"
@@ -97,20 +93,9 @@ WEIGHTS = {
 }
 assert set(WEIGHTS) == set(ACTIONS)
 
-#: The Rust entry points whose use is counted in the installed run.
-NATIVE = NATIVE_OPS
-
-# Warnings google-adk emits on this path whatever the accelerator does
-# (pytest turns warnings into errors): the experimental-API notice and the
-# deprecated `plugins` argument AgentTool passes to its inner Runner.
-_EXPECTED_WARNINGS = (
-    (UserWarning, r"\[EXPERIMENTAL\]"),
-    (DeprecationWarning, r"The `plugins` argument is deprecated"),
-)
-
 
 @dataclass
-class Conversation:
+class Conversation(Observed):
     """Everything observable about one run of the conversation."""
 
     requests: dict[str, list[dict[str, Any]]]
@@ -119,13 +104,8 @@ class Conversation:
     stored: list[dict[str, Any]]
     session: dict[str, Any]
     log: list[str]
-    triggers: list[str] = field(default_factory=list)
     # Not compared: what the test checks the run for.
     events: list[Event] = field(repr=False, default_factory=list)
-    native_calls: Counter[str] = field(default_factory=Counter)
-    native_declined: Counter[str] = field(default_factory=Counter)
-    declines: dict[str, int] = field(default_factory=dict)
-    seconds: float = 0.0
 
 
 @dataclass
@@ -267,50 +247,10 @@ async def _converse(
     )
 
 
-@dataclass
-class Probes:
-    """What the test watches during a run, besides what the run returns."""
-
-    #: Calls into each Rust entry point, and how many of them declined (None).
-    native_calls: Counter[str] = field(default_factory=Counter)
-    native_declined: Counter[str] = field(default_factory=Counter)
-    #: The trigger of every summary google-adk's compaction asked for.
-    triggers: list[str] = field(default_factory=list)
-
-    def clear(self) -> None:
-        self.native_calls.clear()
-        self.native_declined.clear()
-        self.triggers.clear()
-
-
 @pytest.fixture
 def probes(monkeypatch: pytest.MonkeyPatch) -> Probes:
-    """Counts the calls into the Rust core and records the compaction triggers.
-
-    Both compaction paths, google-adk's and ours, reach the summarizer
-    through `google.adk.apps.compaction._summarize_events_with_trace`
-    (looked up on the module at call time), which `install()` leaves alone.
-    """
-    found = Probes()
-    for name in NATIVE:
-        fn = getattr(_native, name)
-
-        def counted(*args: Any, _fn: Any = fn, _name: str = name, **kwargs: Any) -> Any:
-            found.native_calls[_name] += 1
-            out = _fn(*args, **kwargs)
-            if out is None:
-                found.native_declined[_name] += 1
-            return out
-
-        monkeypatch.setattr(_native, name, counted)
-    summarize = adk_compaction._summarize_events_with_trace
-
-    async def recorded(**kwargs: Any) -> Event | None:
-        found.triggers.append(kwargs["trigger"])
-        return await summarize(**kwargs)
-
-    monkeypatch.setattr(adk_compaction, "_summarize_events_with_trace", recorded)
-    return found
+    """Counts the calls into the Rust core and records the compaction triggers."""
+    return install_probes(monkeypatch)
 
 
 def _run(
@@ -323,75 +263,10 @@ def _run(
     install: bool,
     probes: Probes,
 ) -> Conversation:
-    probes.clear()
-    _native.decline_counts(reset=True)
-    if install:
-        assert adk_fastcompact.install() is True
-    else:
-        adk_fastcompact.uninstall()
+    def converse(service: BaseSessionService) -> Any:
+        return _converse(service, config, turns, seed)
 
-    async def main() -> Conversation:
-        ids = itertools.count()
-        clock = itertools.count()
-        platform_uuid.set_id_provider(lambda: f"id-{next(ids):06d}")
-        platform_time.set_time_provider(lambda: 1_000_000.0 + 0.25 * next(clock))
-        try:
-            service: BaseSessionService
-            if service_kind == "sqlite":
-                service = SqliteSessionService(str(db))
-            else:
-                service = InMemorySessionService()
-            return await _converse(service, config, turns, seed)
-        finally:
-            platform_uuid.reset_id_provider()
-            platform_time.reset_time_provider()
-
-    started = time.perf_counter()
-    try:
-        with warnings.catch_warnings():
-            for category, message in _EXPECTED_WARNINGS:
-                warnings.filterwarnings("ignore", message=message, category=category)
-            conversation = asyncio.run(main())
-    finally:
-        adk_fastcompact.uninstall()
-    conversation.seconds = time.perf_counter() - started
-    conversation.triggers = list(probes.triggers)
-    conversation.native_calls = Counter(probes.native_calls)
-    conversation.native_declined = Counter(probes.native_declined)
-    conversation.declines = _native.decline_counts(reset=True)
-    return conversation
-
-
-def _first_difference(a: Any, b: Any, path: str = "") -> str | None:
-    """The path of the first place two dumps differ, with both values."""
-    if type(a) is not type(b):
-        return f"{path}: {a!r} != {b!r}"
-    if isinstance(a, dict):
-        if list(a) != list(b):
-            return f"{path}: keys {list(a)} != {list(b)}"
-        for key in a:
-            found = _first_difference(a[key], b[key], f"{path}.{key}")
-            if found:
-                return found
-        return None
-    if isinstance(a, list):
-        for index, (x, y) in enumerate(zip(a, b, strict=False)):
-            found = _first_difference(x, y, f"{path}[{index}]")
-            if found:
-                return found
-        if len(a) != len(b):
-            return f"{path}: length {len(a)} != {len(b)}"
-        return None
-    return None if a == b else f"{path}: {a!r} != {b!r}"
-
-
-def _assert_same(name: str, plain: Any, fast: Any) -> None:
-    if plain != fast:
-        pytest.fail(f"{name} differ at {_first_difference(plain, fast, name)}")
-
-
-def _compactions(events: list[Event]) -> list[tuple[int, Event]]:
-    return [(i, e) for i, e in enumerate(events) if e.actions and e.actions.compaction]
+    return run_conversation(converse, service_kind, db, install=install, probes=probes)
 
 
 def _resumed_after_compaction(conversation: Conversation) -> list[str]:
@@ -416,7 +291,7 @@ def _resumed_after_compaction(conversation: Conversation) -> list[str]:
                 and c.actions.compaction.start_timestamp
                 <= call_event.timestamp
                 <= c.actions.compaction.end_timestamp
-                for i, c in _compactions(events)
+                for i, c in compactions(events)
             )
             if covered:
                 found.append(str((response.response or {}).get("job")))
@@ -487,21 +362,21 @@ def test_runner_conversation_is_identical_with_install(
 
     # The two runs are the same, observed from every side.
     for name in plain.requests:
-        _assert_same(f"{name} requests", plain.requests[name], fast.requests[name])
-        _assert_same(f"{name} responses", plain.responses[name], fast.responses[name])
-    _assert_same("yielded events", plain.yielded, fast.yielded)
-    _assert_same("stored events", plain.stored, fast.stored)
-    _assert_same("session", plain.session, fast.session)
-    _assert_same("compaction triggers", plain.triggers, fast.triggers)
-    _assert_same("driver log", plain.log, fast.log)
+        assert_same(f"{name} requests", plain.requests[name], fast.requests[name])
+        assert_same(f"{name} responses", plain.responses[name], fast.responses[name])
+    assert_same("yielded events", plain.yielded, fast.yielded)
+    assert_same("stored events", plain.stored, fast.stored)
+    assert_same("session", plain.session, fast.session)
+    assert_same("compaction triggers", plain.triggers, fast.triggers)
+    assert_same("driver log", plain.log, fast.log)
 
     # ... and the comparison is not vacuous.
     log = plain.log
     assert sum(": rewind " not in entry for entry in log) == turns
     assert sum(": rewind " in entry for entry in log) >= 1, log
-    compactions = _compactions(plain.events)
-    assert len(compactions) >= 8, len(compactions)
-    assert len(plain.requests["summarizer"]) >= len(compactions)
+    stored = compactions(plain.events)
+    assert len(stored) >= 8, len(stored)
+    assert len(plain.requests["summarizer"]) >= len(stored)
     triggers = Counter(plain.triggers)
     expected = {"sliding_window"} if "compaction_interval" in config else set()
     if "token_threshold" in config:
