@@ -168,24 +168,29 @@ pub fn learned_verdicts(py: Python<'_>) -> Vec<(String, String, bool)> {
         &t.function_response,
         &t.usage,
     ];
-    let Ok(verdicts) = VERDICTS.lock() else {
-        return Vec::new();
+    // Copied out first: naming a class reads its attributes, which may run
+    // Python code (and let another thread wait for this lock with the GIL).
+    let held: Vec<(usize, Py<PyType>, bool)> = match VERDICTS.lock() {
+        Ok(verdicts) => verdicts
+            .iter()
+            .map(|v| (v.base, v.held.clone_ref(py), v.reads_like))
+            .collect(),
+        Err(_) => return Vec::new(),
     };
-    verdicts
-        .iter()
-        .map(|v| {
+    held.into_iter()
+        .map(|(base, class, reads_like)| {
             let model = models
                 .iter()
-                .find(|m| m.base.as_ptr() as usize == v.base)
+                .find(|m| m.base.as_ptr() as usize == base)
                 .map(|m| name(&m.base))
                 .unwrap_or_default();
-            let class = v.held.bind(py);
+            let class = class.bind(py);
             let class = format!(
                 "{}.{}",
                 class.module().map(|m| m.to_string()).unwrap_or_default(),
                 class.qualname().map(|n| n.to_string()).unwrap_or_default()
             );
-            (model, class, v.reads_like)
+            (model, class, reads_like)
         })
         .collect()
 }
