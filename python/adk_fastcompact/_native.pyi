@@ -19,6 +19,7 @@ __all__ = [
     "__version__",
     "analyze_sessions",
     "apply_rewinds",
+    "coverage_record",
     "decline_counts",
     "decline_totals",
     "get_compaction_ranges",
@@ -26,6 +27,7 @@ __all__ = [
     "index_configure",
     "index_copied",
     "index_stats",
+    "new_coverage_record",
     "process_compaction_events",
     "prompt_chars_delta",
     "recover_compacted_function_calls",
@@ -55,6 +57,40 @@ def analyze_sessions(
 
     Raises:
       ValueError: compaction_interval < 1 or overlap_size < 0.
+    """
+
+def coverage_record(value: object, start: float, end: float) -> dict[str, Any]:
+    """Validates an exact-mode coverage record against its compaction's bounds.
+
+    Args:
+      value: `custom_metadata["adk_fastcompact"]` of a compaction event.
+      start: The compaction's `start_timestamp`.
+      end: The compaction's `end_timestamp`.
+
+    Returns:
+      The record: `v`, `start`, `end`, `holes` (a list of `{"i": invocation
+      id, "t": timestamp in microseconds}`).
+
+    Raises:
+      ValueError: The record is malformed, of a later version, oversized,
+        or its bounds do not contain the compaction's.
+    """
+
+def new_coverage_record(start: float, end: float, holes: list[tuple[str, float]]) -> dict[str, Any]:
+    """The exact-mode coverage record of a compaction over `[start, end]`.
+
+    Args:
+      start: The interval the summary was made over.
+      end: See `start`.
+      holes: `(invocation_id, timestamp)` of the events inside the interval
+        the summary does not stand in for.
+
+    Returns:
+      The record, as `coverage_record` returns it.
+
+    Raises:
+      ValueError: A bound or a hole's timestamp is not finite, or the
+        bounds are inverted.
     """
 
 def decline_counts(reset: bool = False) -> dict[str, int]:

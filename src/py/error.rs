@@ -1,5 +1,6 @@
 //! The one place where core errors and extraction refusals meet Python.
 
+use crate::core::exact::RecordError;
 use crate::core::CoreError;
 use pyo3::prelude::*;
 use std::cell::RefCell;
@@ -78,6 +79,14 @@ impl From<CoreError> for Outcome {
             // reference implementation takes over, and the count shows it.
             CoreError::Internal(_) => Outcome::Decline("internal error"),
         }
+    }
+}
+
+impl From<RecordError> for PyErr {
+    /// A record that is not used is a `ValueError` (the caller reads its
+    /// compaction as an interval and warns).
+    fn from(err: RecordError) -> Self {
+        pyo3::exceptions::PyValueError::new_err(err.to_string())
     }
 }
 

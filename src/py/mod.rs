@@ -4,6 +4,7 @@
 mod analysis;
 mod classes;
 mod error;
+mod exact;
 mod extract;
 mod fields;
 mod filter;
@@ -26,6 +27,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(error::decline_counts, m)?)?;
     m.add_function(wrap_pyfunction!(error::decline_totals, m)?)?;
     m.add_function(wrap_pyfunction!(analysis::analyze_sessions, m)?)?;
+    m.add_function(wrap_pyfunction!(exact::coverage_record, m)?)?;
+    m.add_function(wrap_pyfunction!(exact::new_coverage_record, m)?)?;
     m.add_function(wrap_pyfunction!(index::index_clear, m)?)?;
     m.add_function(wrap_pyfunction!(index::index_configure, m)?)?;
     m.add_function(wrap_pyfunction!(index::index_copied, m)?)?;

@@ -1,0 +1,62 @@
+//! Exact-mode coverage records crossing the boundary (`core::exact`).
+//!
+//! A record lives in a compaction event's `custom_metadata`, a JSON-shaped
+//! dict: it crosses as config-shaped data, through pythonize, never on the
+//! per-event hot path.
+
+use crate::core::exact::{Key, Record, RecordError, VERSION};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+
+/// Validates a record read from `custom_metadata` against its compaction's
+/// own bounds and returns it as a dict (`v`, `start`, `end`, `holes`), or
+/// raises `ValueError` saying why it is not used.
+#[pyfunction]
+pub fn coverage_record<'py>(
+    value: &Bound<'py, PyAny>,
+    start: f64,
+    end: f64,
+) -> PyResult<Bound<'py, PyAny>> {
+    let json: serde_json::Value = pythonize::depythonize(value)
+        .map_err(|e| PyErr::from(RecordError::Malformed(e.to_string())))?;
+    let record = Record::from_value(json, (start, end))?;
+    to_python(value.py(), &record)
+}
+
+/// The record of a compaction over `[start, end]` whose holes are the
+/// events `(invocation_id, timestamp)`, as a dict to store.
+#[pyfunction]
+pub fn new_coverage_record(
+    py: Python<'_>,
+    start: f64,
+    end: f64,
+    holes: Vec<(String, f64)>,
+) -> PyResult<Bound<'_, PyAny>> {
+    let mut keys = holes
+        .iter()
+        .map(|(invocation, timestamp)| {
+            Key::of(invocation, *timestamp).ok_or_else(|| {
+                PyValueError::new_err(format!("a hole's timestamp {timestamp} has no key"))
+            })
+        })
+        .collect::<PyResult<Vec<Key>>>()?;
+    keys.sort();
+    keys.dedup();
+    let record = Record {
+        v: VERSION,
+        start,
+        end,
+        holes: keys,
+    };
+    // What is written must read back: the same checks as a reader's.
+    let record = Record::from_value(
+        serde_json::to_value(&record).unwrap_or_default(),
+        (start, end),
+    )?;
+    to_python(py, &record)
+}
+
+fn to_python<'py>(py: Python<'py>, record: &Record) -> PyResult<Bound<'py, PyAny>> {
+    pythonize::pythonize(py, record)
+        .map_err(|e| PyValueError::new_err(format!("coverage record: {e}")))
+}

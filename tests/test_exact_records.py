@@ -1,0 +1,105 @@
+"""Exact-mode coverage records: written, stored, read back, and refused.
+
+A record rides in a compaction event's `custom_metadata`; it must survive
+what google-adk does to events (deep copies, JSON storage with timestamps
+kept at microseconds), name its holes so that they are still found after
+that, and a record that cannot be used must cost one warning and leave the
+compaction read as its interval, never a crash.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from adk_fastcompact import _exact, _native
+from google.adk.events.event import Event
+from google.adk.events.event_actions import EventActions, EventCompaction
+from google.genai import types
+
+
+def _compaction(start: float, end: float, record: Any = None) -> Event:
+    event = Event(
+        invocation_id="summary",
+        author="user",
+        timestamp=end + 0.5,
+        actions=EventActions(
+            compaction=EventCompaction(
+                start_timestamp=start,
+                end_timestamp=end,
+                compacted_content=types.Content(role="model", parts=[types.Part(text="s")]),
+            )
+        ),
+    )
+    if record is not None:
+        event.custom_metadata = {_exact.METADATA_KEY: record, "app": 1}
+    return event
+
+
+@pytest.fixture(autouse=True)
+def _fresh_warnings() -> Iterator[None]:
+    _exact.reset_warnings()
+    yield
+    _exact.reset_warnings()
+
+
+def test_a_record_survives_copies_and_json_storage() -> None:
+    hole = Event(invocation_id="inv-2", author="agent", timestamp=1_700_000_000.123_456_7)
+    record = _exact.new_record(1_700_000_000.0, 1_700_000_001.0, [hole, hole])
+    assert record == {
+        "v": 1,
+        "start": 1_700_000_000.0,
+        "end": 1_700_000_001.0,
+        "holes": [{"i": "inv-2", "t": 1_700_000_000_123_457}],
+    }
+    event = _exact.with_record(_compaction(1_700_000_000.0, 1_700_000_001.0), record)
+    assert event.custom_metadata[_exact.METADATA_KEY] == record
+    for stored in (
+        copy.deepcopy(event),  # InMemorySessionService
+        Event.model_validate_json(event.model_dump_json()),  # SqliteSessionService
+        Event.model_validate(event.model_dump(mode="json")),  # DatabaseSessionService v1
+    ):
+        assert _exact.read_record(stored) == record
+
+
+def test_plain_events_and_interval_only_compactions_have_no_record() -> None:
+    assert _exact.read_record(Event(author="user")) is None
+    assert _exact.read_record(_compaction(1.0, 2.0)) is None
+    plain = _compaction(1.0, 2.0)
+    plain.custom_metadata = {"other": {"v": 1}}
+    assert _exact.read_record(plain) is None
+
+
+@pytest.mark.parametrize(
+    ("record", "kind"),
+    [
+        ("not a record", "malformed"),
+        ({"v": 1, "start": 1.0, "end": 2.0}, "malformed"),
+        ({"v": 1, "start": 1.0, "end": 2.0, "holes": [], "extra": 1}, "malformed"),
+        ({"v": 1, "start": 1.0, "end": 2.0, "holes": [{"i": 3, "t": 1}]}, "malformed"),
+        ({"v": 9, "future": True}, "coverage record version 9"),
+        ({"v": 1, "start": 1.5, "end": 2.0, "holes": []}, "coverage record bounds"),
+        ({"v": 1, "start": 2.0, "end": 1.0, "holes": []}, "coverage record bounds"),
+        (
+            {"v": 1, "start": 1.0, "end": 2.0, "holes": [{"i": "a", "t": 1}] * 4097},
+            "coverage record names 4097 holes",
+        ),
+    ],
+)
+def test_a_record_that_cannot_be_used_is_warned_about_once(record: Any, kind: str) -> None:
+    event = _compaction(1.0, 2.0, record)
+    with pytest.warns(_exact.CoverageRecordWarning, match=kind):
+        assert _exact.read_record(event) is None
+    # The same kind again: no second warning (pytest turns warnings into errors).
+    assert _exact.read_record(event) is None
+
+
+def test_the_native_validation_raises_value_error() -> None:
+    with pytest.raises(ValueError, match="version 2"):
+        _native.coverage_record({"v": 2}, 1.0, 2.0)
+    with pytest.raises(ValueError, match="no key"):
+        _native.new_coverage_record(1.0, 2.0, [("i", float("nan"))])
+    with pytest.raises(ValueError, match="bounds"):
+        _native.new_coverage_record(2.0, 1.0, [])
