@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -103,3 +104,66 @@ def test_the_native_validation_raises_value_error() -> None:
         _native.new_coverage_record(1.0, 2.0, [("i", float("nan"))])
     with pytest.raises(ValueError, match="bounds"):
         _native.new_coverage_record(2.0, 1.0, [])
+
+
+def _service(kind: str, tmp_path: Path) -> Any:
+    from google.adk.sessions.database_session_service import DatabaseSessionService
+    from google.adk.sessions.in_memory_session_service import InMemorySessionService
+    from google.adk.sessions.sqlite_session_service import SqliteSessionService
+
+    if kind == "sqlite":
+        return SqliteSessionService(str(tmp_path / "sqlite.db"))
+    if kind == "database":
+        return DatabaseSessionService(f"sqlite+aiosqlite:///{tmp_path / 'database.db'}")
+    return InMemorySessionService()
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "database"])
+def test_every_session_service_keeps_the_record_and_the_holes_keys(
+    kind: str, tmp_path: Path
+) -> None:
+    """google-adk 2.13.0's in-process services keep `custom_metadata` and
+    the timestamps a hole's key names (to the microsecond; the SQL schemas
+    of `DatabaseSessionService` keep datetimes). Vertex AI needs a live
+    project: docs/exact-mode.md says what its code keeps."""
+
+    async def main() -> tuple[list[Event], list[Event]]:
+        service = _service(kind, tmp_path)
+        try:
+            return await converse(service)
+        finally:
+            if kind != "memory":
+                await service.close()
+
+    async def converse(service: Any) -> tuple[list[Event], list[Event]]:
+        session = await service.create_session(app_name="a", user_id="u", session_id="s")
+        stamps = (1_700_000_000.123_456_7, 1_700_000_000.987_654_3, 1_700_000_001.5)
+        written = [
+            Event(invocation_id=f"inv-{k}", author="agent", timestamp=t)
+            for k, t in enumerate(stamps)
+        ]
+        for event in written:
+            await service.append_event(session, event)
+        compaction = _compaction(stamps[0], stamps[2])
+        compaction.timestamp = stamps[2] + 1.0
+        compaction.custom_metadata = {"app": 1}
+        # The record is written from the events in memory, as exact mode does.
+        _exact.with_record(compaction, _exact.new_record(stamps[0], stamps[2], written[1:2]))
+        await service.append_event(session, compaction)
+        read = await service.get_session(app_name="a", user_id="u", session_id="s")
+        assert read is not None
+        return [*written, compaction], list(read.events)
+
+    import asyncio
+
+    written, read = asyncio.run(main())
+    assert [e.id for e in read] == [e.id for e in written]
+    record = _exact.read_record(read[-1])
+    assert record == _exact.read_record(written[-1])
+    assert record is not None
+    (hole,) = record["holes"]
+    stored = read[1]
+    assert hole["i"] == stored.invocation_id
+    # Named within the one microsecond of slack the core allows.
+    assert abs(round(stored.timestamp * 1e6) - hole["t"]) <= 1
+    assert read[-1].custom_metadata["app"] == 1
