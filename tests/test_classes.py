@@ -158,6 +158,18 @@ def _prompt(process: Any, recover: Any, events: list[Event]) -> list[Event]:
     return recover(process(events, "agent"), events)
 
 
+def _both_prompts(events: list[Event]) -> tuple[Any, Any]:
+    """The prompt google-adk's functions and ours build from `events`."""
+    want = call(_prompt, ORIG_PROCESS, ORIG_RECOVER, events)
+    got = call(
+        _prompt,
+        adk_fastcompact.process_compaction_events,
+        adk_fastcompact.recover_compacted_function_calls,
+        events,
+    )
+    return want, got
+
+
 def _dumps(events: list[Event]) -> list[dict[str, Any]]:
     return [e.model_dump(mode="json", exclude={"id"}) for e in events]
 
@@ -172,13 +184,7 @@ def counted() -> Any:
 @pytest.mark.parametrize("cls", [types.Content, types.UserContent, types.ModelContent])
 def test_streamed_contents_are_read_without_declining(cls: type, counted: None) -> None:
     events = _session(cls)
-    want = call(_prompt, ORIG_PROCESS, ORIG_RECOVER, events)
-    got = call(
-        _prompt,
-        adk_fastcompact.process_compaction_events,
-        adk_fastcompact.recover_compacted_function_calls,
-        events,
-    )
+    want, got = _both_prompts(events)
     assert want.error is None and got.error is None
     assert _dumps(got.value) == _dumps(want.value)
     # Raw events are the caller's objects, the re-injected call included.
@@ -195,13 +201,7 @@ def test_streamed_contents_are_read_without_declining(cls: type, counted: None) 
 @pytest.mark.parametrize("cls", [HiddenParts, Falsy, Extra, Mixed])
 def test_classes_that_read_otherwise_fall_back_to_google_adk(cls: type, counted: None) -> None:
     events = _session(cls)
-    want = call(_prompt, ORIG_PROCESS, ORIG_RECOVER, events)
-    got = call(
-        _prompt,
-        adk_fastcompact.process_compaction_events,
-        adk_fastcompact.recover_compacted_function_calls,
-        events,
-    )
+    want, got = _both_prompts(events)
     assert (want.error is None) == (got.error is None)
     if want.error is None:
         assert _dumps(got.value) == _dumps(want.value)
