@@ -100,4 +100,18 @@ impl EventView {
             ..Default::default()
         }
     }
+
+    /// A compaction event at `timestamp` over `[start, end]`, with content;
+    /// handy in tests.
+    pub fn compacting(timestamp: f64, start: f64, end: f64) -> Self {
+        EventView {
+            timestamp,
+            compaction: Some(CompactionView {
+                start: Some(start),
+                end: Some(end),
+                has_content: true,
+            }),
+            ..Default::default()
+        }
+    }
 }

@@ -375,24 +375,11 @@ pub fn survivors(events: &[EventView], extents: &[Extent]) -> (Vec<usize>, Vec<b
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::CompactionView;
 
     fn raw(t: f64, inv: u32) -> EventView {
         EventView {
             timestamp: t,
             invocation: Some(inv),
-            ..Default::default()
-        }
-    }
-
-    fn compaction(t: f64, start: f64, end: f64) -> EventView {
-        EventView {
-            timestamp: t,
-            compaction: Some(CompactionView {
-                start: Some(start),
-                end: Some(end),
-                has_content: true,
-            }),
             ..Default::default()
         }
     }
@@ -434,7 +421,7 @@ mod tests {
         let events = [
             raw(1.0, 1),
             raw(2.0, 1),
-            compaction(2.5, 1.0, 2.0),
+            EventView::compacting(2.5, 1.0, 2.0),
             raw(3.0, 2),
         ];
         let seed = Extent::new(2, 1.0, 2.0, Vec::new());
@@ -449,7 +436,11 @@ mod tests {
     #[test]
     fn a_hole_keeps_the_compaction_it_is_in_from_subsuming_another() {
         // The later compaction leaves pos 1 out; the earlier covers it.
-        let events = [raw(1.0, 1), raw(2.0, 2), compaction(2.5, 1.0, 2.0)];
+        let events = [
+            raw(1.0, 1),
+            raw(2.0, 2),
+            EventView::compacting(2.5, 1.0, 2.0),
+        ];
         let early = Extent::new(2, 1.0, 2.0, Vec::new());
         let late = Extent::new(
             3,
@@ -467,7 +458,11 @@ mod tests {
 
     #[test]
     fn an_event_stored_after_the_compaction_is_not_covered() {
-        let events = [raw(1.0, 1), compaction(2.5, 1.0, 2.0), raw(1.5, 2)];
+        let events = [
+            raw(1.0, 1),
+            EventView::compacting(2.5, 1.0, 2.0),
+            raw(1.5, 2),
+        ];
         let x = Extent::new(1, 1.0, 2.0, Vec::new());
         assert!(x.covers(0, &events[0]));
         assert!(!x.covers(2, &events[2]));
@@ -546,7 +541,7 @@ mod tests {
                     .map(|(t, inv, is_compaction)| {
                         let t = f64::from(t);
                         if is_compaction {
-                            compaction(t, t - 3.0, t)
+                            EventView::compacting(t, t - 3.0, t)
                         } else {
                             EventView {
                                 timestamp: t,

@@ -414,19 +414,6 @@ pub struct PresenceDiff {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::event::CompactionView;
-
-    fn compaction(ts: f64, start: f64, end: f64) -> EventView {
-        EventView {
-            timestamp: ts,
-            compaction: Some(CompactionView {
-                start: Some(start),
-                end: Some(end),
-                has_content: true,
-            }),
-            ..Default::default()
-        }
-    }
 
     #[test]
     fn the_documented_example() {
@@ -434,9 +421,9 @@ mod tests {
         let events = vec![
             EventView::at(1.0),
             EventView::at(2.0),
-            compaction(3.0, 1.0, 2.0),
+            EventView::compacting(3.0, 1.0, 2.0),
             EventView::at(4.0),
-            compaction(5.0, 2.0, 4.0),
+            EventView::compacting(5.0, 2.0, 4.0),
             EventView::at(6.0),
         ];
         let out = process_compaction_events(&events).unwrap();
@@ -447,7 +434,7 @@ mod tests {
     fn ties_keep_event_order() {
         let events = vec![
             EventView::at(1.0),
-            compaction(0.5, 0.0, 1.0),
+            EventView::compacting(0.5, 0.0, 1.0),
             EventView::at(1.0),
         ];
         // Both raw events at 1.0 are covered; the summary sits at 1.0.
@@ -455,7 +442,7 @@ mod tests {
             process_compaction_events(&events).unwrap(),
             vec![Item::Summary(1)]
         );
-        let events = vec![EventView::at(2.0), compaction(0.5, 0.0, 2.0)];
+        let events = vec![EventView::at(2.0), EventView::compacting(0.5, 0.0, 2.0)];
         assert_eq!(
             process_compaction_events(&events).unwrap(),
             vec![Item::Summary(1)]
@@ -464,7 +451,7 @@ mod tests {
 
     #[test]
     fn compaction_without_content_disappears() {
-        let mut c = compaction(3.0, 0.0, 1.0);
+        let mut c = EventView::compacting(3.0, 0.0, 1.0);
         c.compaction.as_mut().unwrap().has_content = false;
         let events = vec![EventView::at(0.5), c];
         assert_eq!(
@@ -484,7 +471,10 @@ mod tests {
 
     #[test]
     fn nan_start_covers_nothing_but_is_summarized() {
-        let events = vec![EventView::at(1.0), compaction(3.0, f64::NAN, 2.0)];
+        let events = vec![
+            EventView::at(1.0),
+            EventView::compacting(3.0, f64::NAN, 2.0),
+        ];
         assert_eq!(
             process_compaction_events(&events).unwrap(),
             vec![Item::Raw(0), Item::Summary(1)]
@@ -496,12 +486,12 @@ mod tests {
         let events = vec![
             EventView::at(1.0),
             EventView::at(2.0),
-            compaction(2.5, 1.0, 1.0),
+            EventView::compacting(2.5, 1.0, 1.0),
             EventView::at(3.0),
         ];
         // Covers 1..=2: event 1 goes (event 0 was covered already), the
         // contained summary 2 goes, the new summary 4 comes.
-        let diff = presence_diff(&events, compaction(4.0, 1.0, 2.0)).unwrap();
+        let diff = presence_diff(&events, EventView::compacting(4.0, 1.0, 2.0)).unwrap();
         assert_eq!(diff.removed, vec![Item::Raw(1), Item::Summary(2)]);
         assert_eq!(diff.added, vec![Item::Summary(4)]);
         // Summary 2 without the new compaction, summary 4 with it.
