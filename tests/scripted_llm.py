@@ -86,8 +86,9 @@ def _text(text: str) -> list[types.Part]:
     return [types.Part(text=text)]
 
 
-class ScriptedLlm(BaseLlm):
-    """A deterministic model; `model` names its policy (see the module doc)."""
+class RecordingLlm(BaseLlm):
+    """A model that keeps every request and response it saw (as JSON dumps);
+    `seed` seeds its text."""
 
     seed: str = "0"
     _requests: list[dict[str, Any]] = PrivateAttr(default_factory=list)
@@ -100,6 +101,10 @@ class ScriptedLlm(BaseLlm):
     @property
     def responses(self) -> list[dict[str, Any]]:
         return self._responses
+
+
+class ScriptedLlm(RecordingLlm):
+    """A deterministic model; `model` names its policy (see the module doc)."""
 
     async def generate_content_async(
         self, llm_request: LlmRequest, stream: bool = False

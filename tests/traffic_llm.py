@@ -38,14 +38,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from google.adk.agents.callback_context import CallbackContext
-from google.adk.models.base_llm import BaseLlm
 from google.adk.models.llm_request import LlmRequest
 from google.adk.models.llm_response import LlmResponse
 from google.adk.tools.tool_context import ToolContext
 from google.adk.utils.streaming_utils import StreamingResponseAggregator
 from google.genai import types
-from pydantic import PrivateAttr
-from scripted_llm import driver_turn, words
+from scripted_llm import RecordingLlm, driver_turn, words
 
 #: What the driver can ask the root agent for on a text turn.
 ACTIONS = (
@@ -312,20 +310,8 @@ def _chunks(
     return chunks
 
 
-class TrafficLlm(BaseLlm):
+class TrafficLlm(RecordingLlm):
     """A deterministic streaming model; `model` names its policy (module doc)."""
-
-    seed: str = "0"
-    _requests: list[dict[str, Any]] = PrivateAttr(default_factory=list)
-    _responses: list[dict[str, Any]] = PrivateAttr(default_factory=list)
-
-    @property
-    def requests(self) -> list[dict[str, Any]]:
-        return self._requests
-
-    @property
-    def responses(self) -> list[dict[str, Any]]:
-        return self._responses
 
     def _reply(self, contents: list[types.Content], rng: random.Random, n: int) -> Reply:
         name = self.model
