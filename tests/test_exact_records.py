@@ -97,6 +97,12 @@ def test_a_record_that_cannot_be_used_is_warned_about_once(record: Any, kind: st
     assert _exact.read_record(event) is None
 
 
+def test_versions_and_sizes_are_one_kind_each() -> None:
+    with pytest.warns(_exact.CoverageRecordWarning, match="version 9"):
+        assert _exact.read_record(_compaction(1.0, 2.0, {"v": 9})) is None
+    assert _exact.read_record(_compaction(1.0, 2.0, {"v": 10})) is None
+
+
 def test_the_native_validation_raises_value_error() -> None:
     with pytest.raises(ValueError, match="version 2"):
         _native.coverage_record({"v": 2}, 1.0, 2.0)

@@ -41,7 +41,10 @@ _lock = threading.Lock()
 
 
 def _warn_once(message: str) -> None:
-    kind = message.split(":", 1)[0]
+    # The kind is the message's first three words ("malformed coverage
+    # record", "coverage record version", "coverage record names",
+    # "coverage record bounds"): numbers that follow do not make a new kind.
+    kind = " ".join(message.split()[:3])
     with _lock:
         if kind in _warned:
             return
