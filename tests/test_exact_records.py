@@ -173,3 +173,28 @@ def test_every_session_service_keeps_the_record_and_the_holes_keys(
     # Named within the one microsecond of slack the core allows.
     assert abs(round(stored.timestamp * 1e6) - hole["t"]) <= 1
     assert read[-1].custom_metadata["app"] == 1
+
+
+def _raw(invocation: str, timestamp: float) -> Event:
+    return Event(
+        author="user",
+        invocation_id=invocation,
+        timestamp=timestamp,
+        content=types.Content(role="user", parts=[types.Part(text=f"{invocation}@{timestamp}")]),
+    )
+
+
+def test_every_hole_keeps_its_own_invocation() -> None:
+    # Regression: the holes' invocation ids were interned through an address
+    # cache, and each temporary string took the freed address of the one
+    # before, so every hole named the first hole's invocation and the
+    # others read as covered (lost from the prompt).
+    events = [_raw("a", 1.0), _raw("b", 2.0), _raw("c", 3.0), _raw("a", 4.0)]
+    record = _native.new_coverage_record(1.0, 4.0, [("b", 2.0), ("c", 3.0)])
+    events.append(_exact.with_record(_compaction(1.0, 1.0), record))
+    out = _native.exact_prompt(events, lambda event: event)
+    assert out is not None
+    prompt, problems = out
+    assert problems == []
+    assert prompt[:2] == [events[1], events[2]]
+    assert len(prompt) == 3

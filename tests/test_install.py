@@ -173,9 +173,20 @@ def test_unknown_mode_is_a_value_error(originals: Snapshot) -> None:
     assert_untouched(originals)
 
 
-def test_exact_mode_is_not_implemented_yet(originals: Snapshot) -> None:
-    with pytest.raises(NotImplementedError):
-        fc.install(mode="exact")
+def test_exact_mode_binds_its_own_functions_and_uninstalls_cleanly(
+    originals: Snapshot,
+) -> None:
+    assert fc.install(mode="exact") is True
+    assert fc.installed() == "exact"
+    assert bindings(ORIGINALS) == {}
+    from google.adk.flows.llm_flows.context import _contents
+
+    assert _contents._process_compaction_events.__code__ is (
+        _patch.replacement("process_compaction_events", "exact").__code__
+    )
+    with pytest.raises(ValueError, match="already installed in mode 'exact'"):
+        fc.install(mode="parity")
+    fc.uninstall()
     assert_untouched(originals)
 
 

@@ -7,8 +7,7 @@ summary was made over and the events inside it the summary does not stand
 in for (the holes), each named by invocation id and timestamp in
 microseconds. The Rust core (`core::exact`) owns the format, the
 validation, the coverage check and the hole computation; this module moves
-records between events and the core. Exact mode itself is not wired into
-`install()` yet.
+records between events and the core; `_exact_mode` is exact mode itself.
 
 A record that cannot be used (malformed, a later version, more than 4,096
 holes, bounds that do not fit its compaction) is reported once per kind of
@@ -54,6 +53,13 @@ def _warn_once(message: str) -> None:
         CoverageRecordWarning,
         stacklevel=3,
     )
+
+
+def report(problems: Iterable[tuple[int, str]]) -> None:
+    """Warns (once per kind) about the records the core did not use:
+    `(index of the compaction event, why)` pairs."""
+    for _, why in problems:
+        _warn_once(why)
 
 
 def reset_warnings() -> None:

@@ -22,6 +22,10 @@ __all__ = [
     "coverage_record",
     "decline_counts",
     "decline_totals",
+    "exact_prompt",
+    "exact_record",
+    "exact_sliding_window",
+    "exact_token_threshold",
     "get_compaction_ranges",
     "index_clear",
     "index_configure",
@@ -91,6 +95,67 @@ def new_coverage_record(start: float, end: float, holes: list[tuple[str, float]]
     Raises:
       ValueError: A bound or a hole's timestamp is not finite, or the
         bounds are inverted.
+    """
+
+def exact_prompt(
+    events: list[Event], make_summary: Callable[[Event], Event]
+) -> tuple[list[Event], list[tuple[int, str]]] | None:
+    """Exact mode's `_process_compaction_events`.
+
+    Args:
+      events: The events prompt assembly filters.
+      make_summary: Builds the summary of a surviving compaction event
+        (called once per survivor, in event order).
+
+    Returns:
+      `(prompt, problems)`: the raw events no surviving compaction covers
+      and the survivors' summaries in google-adk's order, and
+      `(index, reason)` of every compaction whose coverage record was not
+      used (read as its interval); None to decline.
+    """
+
+def exact_sliding_window(
+    events: list[Event], interval: int, overlap: int
+) -> tuple[list[int], list[bool], list[tuple[int, str]]] | None:
+    """Exact mode's sliding-window selection over rewound, scoped `events`.
+
+    Returns:
+      `(handed, covered, problems)`: positions to summarize (empty: do not
+      run), which of them a compaction already covers (overlap), and the
+      unused records; None to decline.
+    """
+
+def exact_token_threshold(
+    events: list[Event], retention: int
+) -> tuple[list[int], list[int], list[tuple[int, str]]] | None:
+    """Exact mode's tail-retention selection over rewound, scoped `events`.
+
+    Returns:
+      `(window, seeds, problems)`: raw events to summarize, the surviving
+      compaction events whose summaries seed the new one (both empty: do
+      not run), and the unused records; None to decline.
+    """
+
+def exact_record(
+    events: list[Event], handed: list[int], seeds: list[int], foreign: list[tuple[str, float]]
+) -> tuple[dict[str, Any], float, float] | None:
+    """The coverage record of a compaction about to be appended to `events`.
+
+    Args:
+      events: The list `handed` and `seeds` index.
+      handed: Positions of the events handed to the summarizer.
+      seeds: Positions of the compaction events whose summaries seeded it.
+      foreign: `(invocation_id, timestamp)` of events the store holds that
+        `events` lacks (appended by another invocation).
+
+    Returns:
+      `(record, plain_start, plain_end)`: the record for `custom_metadata`
+      and the bounds for the `EventCompaction` (inverted where no bounds
+      are safe for a reader without the record); None when nothing handed
+      has a finite timestamp.
+
+    Raises:
+      ValueError: A position is out of range, or the events cannot be read.
     """
 
 def decline_counts(reset: bool = False) -> dict[str, int]:

@@ -21,7 +21,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from . import _compaction, _filtering, _native, _reference
+from . import _compaction, _exact_mode, _filtering, _native, _reference
 
 #: google-adk versions whose pure-Python behaviour this release reproduces.
 SUPPORTED_ADK_VERSIONS: tuple[str, ...] = ("2.13.0",)
@@ -29,7 +29,7 @@ SUPPORTED_ADK_VERSIONS: tuple[str, ...] = ("2.13.0",)
 #: Modes `install()` accepts.
 MODES: tuple[str, ...] = ("parity", "exact")
 
-# our name -> replacement; the originals come from `_reference`.
+# our name -> replacement (parity mode); the originals come from `_reference`.
 _REPLACEMENTS: dict[str, Callable[..., Any]] = {
     "apply_rewinds": _filtering.apply_rewinds,
     "get_compaction_ranges": _filtering.get_compaction_ranges,
@@ -41,6 +41,22 @@ _REPLACEMENTS: dict[str, Callable[..., Any]] = {
         _compaction.run_compaction_for_token_threshold_config
     ),
 }
+
+# What exact mode binds instead; the other names keep parity's.
+_EXACT: dict[str, Callable[..., Any]] = {
+    "process_compaction_events": _exact_mode.process_compaction_events,
+    "prompt_chars_saved": _exact_mode.prompt_chars_saved,
+    "run_compaction_for_sliding_window": _exact_mode.run_compaction_for_sliding_window,
+    "run_compaction_for_token_threshold_config": (
+        _exact_mode.run_compaction_for_token_threshold_config
+    ),
+}
+
+
+def replacements(mode: str) -> dict[str, Callable[..., Any]]:
+    """Our name -> the function `install(mode)` binds in google-adk's place."""
+    return {**_REPLACEMENTS, **_EXACT} if mode == "exact" else dict(_REPLACEMENTS)
+
 
 # Modules of google-adk 2.13.0 that bind one of the names at import time.
 # They are imported before patching so that none is missed.
@@ -133,18 +149,19 @@ def as_replaced(new: Callable[..., Any], original: Callable[..., Any]) -> Callab
     return fn
 
 
-# our name -> what install() binds, made once (see `replacement`).
-_bound: dict[str, Callable[..., Any]] = {}
+# (mode, our name) -> what install() binds, made once (see `replacement`).
+_bound: dict[tuple[str, str], Callable[..., Any]] = {}
 
 
-def replacement(name: str) -> Callable[..., Any]:
-    """What `install()` binds in place of google-adk's function `name` (our
-    name, a key of `_REPLACEMENTS`): our function under the replaced one's
-    names (`as_replaced`), made at first use and kept, so that every install
-    binds the same object and `unpatch` recognises it."""
-    if name not in _bound:
-        _bound[name] = as_replaced(_REPLACEMENTS[name], _reference.original(name))
-    return _bound[name]
+def replacement(name: str, mode: str = "parity") -> Callable[..., Any]:
+    """What `install(mode)` binds in place of google-adk's function `name`
+    (our name, a key of `_REPLACEMENTS`): our function under the replaced
+    one's names (`as_replaced`), made at first use and kept, so that every
+    install binds the same object and `unpatch` recognises it."""
+    key = (mode, name)
+    if key not in _bound:
+        _bound[key] = as_replaced(replacements(mode)[name], _reference.original(name))
+    return _bound[key]
 
 
 def install(mode: str = "parity", *, strict: bool = False) -> bool:
@@ -152,7 +169,8 @@ def install(mode: str = "parity", *, strict: bool = False) -> bool:
 
     Args:
       mode: `"parity"` (decisions identical to the pinned google-adk) or
-        `"exact"` (the fixed coverage model, not available yet).
+        `"exact"` (coverage as an interval plus holes: no event lost or
+        duplicated; see docs/exact-mode.md).
       strict: Raise instead of warning when google-adk's version is not one
         this release reproduces.
 
@@ -160,15 +178,12 @@ def install(mode: str = "parity", *, strict: bool = False) -> bool:
       True when the accelerator is active after the call.
 
     Raises:
-      ValueError: `mode` is not one of `MODES`.
-      NotImplementedError: `mode="exact"` in this release.
+      ValueError: `mode` is not one of `MODES`, or another mode is installed.
       UnsupportedAdkVersionError: unsupported google-adk version and `strict`.
     """
     global _mode
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES!r}, not {mode!r}")
-    if mode == "exact":
-        raise NotImplementedError("exact mode is not available in this release")
     version = adk_version()
     if version not in SUPPORTED_ADK_VERSIONS:
         message = (
@@ -187,7 +202,7 @@ def install(mode: str = "parity", *, strict: bool = False) -> bool:
         originals = {}
         for name in _REPLACEMENTS:
             orig = _reference.original(name)
-            originals[id(orig)] = (orig, replacement(name))
+            originals[id(orig)] = (orig, replacement(name, mode))
         _patched.extend(rebind(originals))
         _hook_session_copies()
         _mode = mode

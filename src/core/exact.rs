@@ -275,17 +275,27 @@ pub fn holes(
 /// most of them, from its first to its last timestamp. Without holes, the
 /// interval itself. `None` when every summarized event ties with a hole
 /// (the caller writes bounds that cover nothing).
+///
+/// `foreign` are the timestamps of holes that are not in `events`: events
+/// of other invocations found in the store when the record was written. An
+/// invocation under way may still append events stamped after its first
+/// stored one (an event is stamped when it is made, not when it is
+/// stored), so only runs that end before the earliest foreign hole are
+/// taken.
 pub fn plain_bounds(
     events: &[EventView],
     start: f64,
     end: f64,
     holes: &[usize],
+    foreign: &[f64],
 ) -> Option<(f64, f64)> {
-    if holes.is_empty() {
+    if holes.is_empty() && foreign.is_empty() {
         return Some((start, end));
     }
+    let limit = foreign.iter().copied().fold(f64::INFINITY, f64::min);
     let future = Extent::new(events.len(), start, end, Vec::new());
     let mut cuts: Vec<f64> = holes.iter().map(|&p| events[p].timestamp).collect();
+    cuts.extend_from_slice(foreign);
     cuts.sort_by(|a, b| a.total_cmp(b));
     let is_hole = {
         let mut mask = vec![false; events.len()];
@@ -305,7 +315,7 @@ pub fn plain_bounds(
     // one equal to a cut belongs to no gap.
     let mut best: Option<(usize, f64, f64)> = None;
     let mut run: Option<(usize, f64, f64, usize)> = None; // (count, lo, hi, gap)
-    for &t in &inside {
+    for &t in inside.iter().filter(|&&t| t < limit) {
         let gap = cuts.partition_point(|&c| c < t);
         if cuts.get(gap) == Some(&t) {
             continue;
@@ -413,7 +423,7 @@ mod tests {
         let handed = [true, false, false, false];
         let h = holes(&events, &[], 1.0, 2.0, &handed);
         assert_eq!(h, vec![1, 2]);
-        assert_eq!(plain_bounds(&events, 1.0, 2.0, &h), Some((1.0, 1.0)));
+        assert_eq!(plain_bounds(&events, 1.0, 2.0, &h, &[]), Some((1.0, 1.0)));
     }
 
     #[test]
@@ -477,10 +487,18 @@ mod tests {
             raw(4.0, 1),
             raw(5.0, 1),
         ];
-        assert_eq!(plain_bounds(&events, 1.0, 5.0, &[1]), Some((3.0, 5.0)));
+        assert_eq!(plain_bounds(&events, 1.0, 5.0, &[1], &[]), Some((3.0, 5.0)));
+        // A foreign hole (an invocation under way) at 2.5: its later events
+        // may be stamped anywhere after it, so only the run before it is
+        // plain-safe.
+        assert_eq!(
+            plain_bounds(&events, 1.0, 5.0, &[], &[2.5]),
+            Some((1.0, 2.0))
+        );
+        assert_eq!(plain_bounds(&events, 1.0, 5.0, &[], &[0.5]), None);
         // Every summarized event ties with a hole: nothing is plain-safe.
         let tied = [raw(1.0, 1), raw(1.0, 2)];
-        assert_eq!(plain_bounds(&tied, 1.0, 1.0, &[1]), None);
+        assert_eq!(plain_bounds(&tied, 1.0, 1.0, &[1], &[]), None);
     }
 
     #[test]
@@ -618,7 +636,7 @@ mod tests {
                     }
                 }
                 // A reader of the plain bounds hides nothing unsummarized.
-                if let Some((a, b)) = plain_bounds(&events, start, end, &h) {
+                if let Some((a, b)) = plain_bounds(&events, start, end, &h, &[]) {
                     prop_assert!(start <= a && a <= b && b <= end);
                     let plain = Extent::new(events.len(), a, b, Vec::new());
                     for (pos, e) in events.iter().enumerate() {

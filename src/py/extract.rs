@@ -267,6 +267,16 @@ impl Interner {
         Ok(sym)
     }
 
+    /// The symbol of a text that is no Python object the caller keeps (a
+    /// record's invocation id): by text, never through the address cache of
+    /// [`Interner::key`], where a freed temporary's address, reused by the
+    /// next one, would hand back the first text's symbol.
+    pub fn text(&mut self, text: &str) -> Extracted<Sym> {
+        self.texts
+            .symbol(text)
+            .map_err(|_| Outcome::Decline("too many distinct ids"))
+    }
+
     /// The symbol of a `str | None` value; `None` and `""` are absent, as
     /// google-adk tests ids for truthiness.
     pub fn optional(

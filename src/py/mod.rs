@@ -3,6 +3,7 @@
 
 mod analysis;
 mod classes;
+mod coverage;
 mod error;
 mod exact;
 mod extract;
@@ -29,6 +30,10 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(analysis::analyze_sessions, m)?)?;
     m.add_function(wrap_pyfunction!(exact::coverage_record, m)?)?;
     m.add_function(wrap_pyfunction!(exact::new_coverage_record, m)?)?;
+    m.add_function(wrap_pyfunction!(coverage::exact_prompt, m)?)?;
+    m.add_function(wrap_pyfunction!(coverage::exact_record, m)?)?;
+    m.add_function(wrap_pyfunction!(coverage::exact_sliding_window, m)?)?;
+    m.add_function(wrap_pyfunction!(coverage::exact_token_threshold, m)?)?;
     m.add_function(wrap_pyfunction!(index::index_clear, m)?)?;
     m.add_function(wrap_pyfunction!(index::index_configure, m)?)?;
     m.add_function(wrap_pyfunction!(index::index_copied, m)?)?;

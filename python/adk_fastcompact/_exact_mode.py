@@ -1,0 +1,343 @@
+"""Exact mode's drop-ins for google-adk's compaction entry points.
+
+`install(mode="exact")` binds these in place of google-adk's
+`_process_compaction_events`, `_run_compaction_for_sliding_window`,
+`_run_compaction_for_token_threshold_config` and `_prompt_chars_saved`.
+They keep google-adk's control flow (the same configuration checks, the
+same summarizer, google-adk's own telemetry span, the sliding-window event
+yielded to the runner, the token-threshold event appended here) and change
+what is decided:
+
+- coverage: an event is covered by a compaction when its timestamp is in
+  the interval, it was stored before the compaction event, and the
+  compaction's record names it as no hole (`docs/exact-mode.md`);
+- candidates: the raw events no compaction covers, so a retained tail, a
+  stepped-past pending call or a late append is offered again;
+- pairing: events linked by a call id are summarized whole or kept raw;
+- tail retention rolls every surviving summary into the new one;
+- each compaction is written with its record, computed from what the
+  summarizer was handed (by position, i.e. identity) and from the session as
+  stored right before the append, re-read to find events another invocation
+  appended meanwhile.
+
+The Rust core (`_native.exact_*`) makes every decision; this module calls
+the summarizer, reads the store and sizes the contents it prices.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncGenerator, Sequence
+from contextvars import ContextVar
+from typing import Any
+
+from google.adk.apps import compaction as _adk
+from google.adk.events.event import Event
+
+from . import _exact, _filtering, _native, _reference, _summaries
+
+logger = logging.getLogger("adk_fastcompact")
+
+_removable: ContextVar[int | None] = ContextVar("adk_fastcompact_removable", default=None)
+"""While the summarizer of an exact-mode compaction runs: the request
+characters its window removes (the raw events it covers and the summaries
+it supersedes), for the `prompt_chars_saved` google-adk's span reports."""
+
+
+def _size(content: Any) -> int:
+    # google-adk's `_serialized_size` measure of one request content.
+    if content is None:
+        return 0
+    return len(content.model_dump_json(exclude_none=True, fallback=str))
+
+
+def _summary_size(event: Event) -> int:
+    return _size(event.actions.compaction.compacted_content)
+
+
+def process_compaction_events(events: list[Event], agent_name: str = "") -> list[Event]:
+    """`_process_compaction_events` in exact mode: the raw events no surviving
+    compaction covers and the surviving summaries (attributed to
+    `agent_name`, or `"model"`), in google-adk's order."""
+    author = agent_name or "model"
+
+    def summary(event: Event) -> Event:
+        return _summaries.summary_event(event, author)
+
+    out = _native.exact_prompt(events, summary)
+    if out is None:
+        # Declined (counted and logged by the core): google-adk's reading.
+        return _reference.original("process_compaction_events")(events, agent_name)
+    prompt, problems = out
+    _exact.report(problems)
+    return prompt
+
+
+def prompt_chars_saved(*, events: list[Event], compaction_event: Event) -> int:
+    """`_prompt_chars_saved` in exact mode: what the window's events and
+    superseded summaries weigh, less the new summary. Outside an exact-mode
+    compaction, google-adk's own."""
+    removable = _removable.get()
+    compaction = compaction_event.actions.compaction if compaction_event.actions else None
+    if removable is None or compaction is None:
+        return _reference.original("prompt_chars_saved")(
+            events=events, compaction_event=compaction_event
+        )
+    return removable - _size(compaction.compacted_content)
+
+
+async def _summarize(
+    session: Any,
+    config: Any,
+    events: list[Event],
+    events_to_compact: list[Event],
+    trigger: str,
+    removable: int,
+) -> Event | None:
+    token = _removable.set(removable)
+    try:
+        return await _adk._summarize_events_with_trace(
+            session=session,
+            config=config,
+            events=events,
+            events_to_compact=events_to_compact,
+            trigger=trigger,
+        )
+    finally:
+        _removable.reset(token)
+
+
+async def _stored_events(session: Any, session_service: Any) -> list[Event] | None:
+    """The session's events as the store holds them now, or None when it
+    cannot be read (the compaction is then dropped: it could not be checked
+    against concurrent appends)."""
+    try:
+        stored = await session_service.get_session(
+            app_name=session.app_name, user_id=session.user_id, session_id=session.id
+        )
+    except Exception:  # the store's failure is not the turn's
+        logger.warning(
+            "exact mode: re-reading session %s before appending a compaction failed;"
+            " the compaction is dropped and retried next turn",
+            session.id,
+            exc_info=True,
+        )
+        return None
+    if stored is None:
+        return None
+    return list(stored.events)
+
+
+async def _recorded(
+    compaction_event: Event,
+    *,
+    session: Any,
+    session_service: Any,
+    events: list[Event],
+    handed: Sequence[int],
+    seeds: Sequence[int],
+    scope: str | None,
+) -> Event | None:
+    """`compaction_event` with its coverage record and plain-safe bounds, or
+    None when it must not be appended.
+
+    The session is re-read first: events the store holds that this
+    invocation's copy lacks (appended by another invocation while the
+    summarizer ran) are named as holes, and a compaction another invocation
+    wrote meanwhile in the same scope makes this one redundant or
+    conflicting, so it is dropped (the next turn selects again).
+    """
+    compaction = compaction_event.actions.compaction if compaction_event.actions else None
+    if compaction is None or compaction.compacted_content is None:
+        # Not a summary: nothing is covered by it; google-adk appends it as is.
+        return compaction_event
+    stored = await _stored_events(session, session_service)
+    if stored is None:
+        return None
+    known = {event.id for event in session.events}
+    foreign: list[tuple[str, float]] = []
+    for event in stored:
+        if event.id in known or event.isolation_scope != scope:
+            continue
+        if event.actions and event.actions.compaction:
+            logger.info(
+                "exact mode: another invocation compacted session %s meanwhile;"
+                " this compaction is dropped and selection runs again next turn",
+                session.id,
+            )
+            return None
+        foreign.append((event.invocation_id or "", event.timestamp))
+    written = _native.exact_record(events, list(handed), list(seeds), foreign)
+    if written is None:
+        return None
+    record, plain_start, plain_end = written
+    compaction.start_timestamp = plain_start
+    compaction.end_timestamp = plain_end
+    return _exact.with_record(compaction_event, record)
+
+
+async def run_compaction_for_sliding_window(
+    app: Any, session: Any, session_service: Any
+) -> AsyncGenerator[Event, None]:
+    """`_run_compaction_for_sliding_window` in exact mode."""
+    config = app.events_compaction_config
+    if config is None:
+        return
+    events = [e for e in _filtering.apply_rewinds(session.events) if e.isolation_scope is None]
+    if not events:
+        return
+    if _adk._has_token_threshold_config(config):
+        if await _adk._run_compaction_for_token_threshold(app, session, session_service):
+            return
+    if not _adk._has_sliding_window_config(config):
+        return
+    if config.compaction_interval is None or config.overlap_size is None:
+        return
+    selected = _native.exact_sliding_window(events, config.compaction_interval, config.overlap_size)
+    if selected is None:
+        original = _reference.original("run_compaction_for_sliding_window")
+        async for event in original(app, session, session_service):
+            yield event
+        return
+    handed, covered, problems = selected
+    _exact.report(problems)
+    if not handed:
+        return
+    to_compact = [events[i] for i in handed]
+    removable = sum(
+        _size(_adk._request_content(event))
+        for event, was_covered in zip(to_compact, covered, strict=True)
+        if not was_covered
+    )
+    # google-adk's rule: worth a summarizer call when the window outweighs
+    # the summary the last call wrote.
+    latest = _latest_summary(events)
+    if removable <= (0 if latest is None else _summary_size(latest)):
+        return
+    if app.root_agent is None:
+        return
+    _adk._ensure_compaction_summarizer(config=config, agent=app.root_agent)
+    if config.summarizer is None:
+        return
+    compaction_event = await _summarize(
+        session, config, events, to_compact, "sliding_window", removable
+    )
+    logger.debug("Exact-mode event compactor finished.")
+    if compaction_event is None:
+        return
+    compaction_event = await _recorded(
+        compaction_event,
+        session=session,
+        session_service=session_service,
+        events=events,
+        handed=handed,
+        seeds=(),
+        scope=None,
+    )
+    if compaction_event is not None:
+        yield compaction_event
+
+
+def _latest_summary(events: list[Event]) -> Event | None:
+    for event in reversed(events):
+        compaction = event.actions.compaction if event.actions else None
+        if compaction is not None and compaction.compacted_content is not None:
+            return event
+    return None
+
+
+def _seed(event: Event) -> Event:
+    """The rolling-summary seed of a compaction event, as google-adk builds it."""
+    compaction = event.actions.compaction
+    return Event(
+        timestamp=compaction.start_timestamp,
+        author="model",
+        content=compaction.compacted_content,
+        branch=event.branch,
+        isolation_scope=event.isolation_scope,
+        invocation_id=Event.new_id(),
+    )
+
+
+async def run_compaction_for_token_threshold_config(
+    *,
+    config: Any,
+    session: Any,
+    session_service: Any,
+    agent: Any,
+    agent_name: str = "",
+    current_branch: str | None = None,
+    isolation_scope: str | None = None,
+) -> bool:
+    """`_run_compaction_for_token_threshold_config` in exact mode.
+
+    Trigger rule: the observed (or estimated) prompt token count reaches
+    `token_threshold`, and the new material, the raw events to summarize plus
+    the summaries superseded besides the latest, weighs at least as much as
+    the latest summary, which the call rewrites. So when the rolling summary
+    alone is near the threshold, a call waits until it has as much new to say
+    as it has to repeat, instead of firing every turn.
+    """
+    if not _adk._has_token_threshold_config(config):
+        return False
+    if config is None:
+        return False
+    if config.token_threshold is None or config.event_retention_size is None:
+        return False
+    rewound = _filtering.apply_rewinds(session.events)
+    events = [e for e in rewound if e.isolation_scope == isolation_scope]
+    count = _adk._latest_prompt_token_count(
+        rewound,
+        current_branch=current_branch,
+        agent_name=agent_name,
+        isolation_scope=isolation_scope,
+    )
+    if count is None or count < config.token_threshold:
+        return False
+    selected = _native.exact_token_threshold(events, config.event_retention_size)
+    if selected is None:
+        return bool(
+            await _reference.original("run_compaction_for_token_threshold_config")(
+                config=config,
+                session=session,
+                session_service=session_service,
+                agent=agent,
+                agent_name=agent_name,
+                current_branch=current_branch,
+                isolation_scope=isolation_scope,
+            )
+        )
+    window, seeds, problems = selected
+    _exact.report(problems)
+    if not window and len(seeds) < 2:
+        return False
+    raw = [events[i] for i in window]
+    seed_sizes = [_summary_size(events[i]) for i in seeds]
+    latest = seed_sizes[-1] if seed_sizes else 0
+    material = sum(_size(_adk._request_content(event)) for event in raw) + sum(seed_sizes[:-1])
+    if material <= 0 or material < latest:
+        return False
+    _adk._ensure_compaction_summarizer(config=config, agent=agent)
+    if config.summarizer is None:
+        return False
+    to_compact = [_seed(events[i]) for i in seeds] + raw
+    compaction_event = await _summarize(
+        session, config, events, to_compact, "token_threshold", material + latest
+    )
+    if not compaction_event:
+        return False
+    compaction_event.isolation_scope = isolation_scope
+    recorded = await _recorded(
+        compaction_event,
+        session=session,
+        session_service=session_service,
+        events=events,
+        handed=window,
+        seeds=seeds,
+        scope=isolation_scope,
+    )
+    if recorded is None:
+        return False
+    await session_service.append_event(session=session, event=recorded)
+    logger.debug("Exact-mode token-threshold event compactor finished.")
+    return True

@@ -1,0 +1,483 @@
+//! Exact mode's decisions over a session: what the surviving compactions
+//! cover, the prompt that leaves exactly that out, and the windows offered
+//! to the summarizer, chosen by coverage rather than by position.
+//!
+//! The record format, the coverage check of one compaction and the hole
+//! computation live in [`super::exact`]; this module composes them.
+
+use super::event::{EventView, Sym};
+use super::exact::{survivors, Extent};
+use super::filter::Item;
+use super::hash::{FastMap, FastSet};
+
+/// What a session's compactions cover, read in exact mode.
+#[derive(Debug, Clone)]
+pub struct Coverage {
+    /// One per compaction event that can cover events (bounds and content),
+    /// in position order.
+    pub extents: Vec<Extent>,
+    /// Indices into `extents` of the compactions not subsumed by another.
+    pub survive: Vec<usize>,
+    /// Per event: a raw event some surviving compaction covers.
+    pub hidden: Vec<bool>,
+}
+
+impl Coverage {
+    /// The coverage of `extents` (in position order) over `events`.
+    pub fn new(events: &[EventView], extents: Vec<Extent>) -> Coverage {
+        let (survive, hidden) = survivors(events, &extents);
+        Coverage {
+            extents,
+            survive,
+            hidden,
+        }
+    }
+
+    /// Whether the event at `pos` is raw and no compaction covers it.
+    #[inline]
+    pub fn uncovered(&self, events: &[EventView], pos: usize) -> bool {
+        events[pos].compaction.is_none() && !self.hidden[pos]
+    }
+
+    /// Positions of the surviving compaction events, in order.
+    pub fn surviving_events(&self) -> Vec<usize> {
+        self.survive.iter().map(|&k| self.extents[k].at).collect()
+    }
+}
+
+/// The prompt of `events` in exact mode: every raw event no surviving
+/// compaction covers, and every surviving summary, ordered as google-adk
+/// orders them (by timestamp, a summary at its interval's end, ties by
+/// position).
+pub fn prompt(events: &[EventView], cov: &Coverage) -> Vec<Item> {
+    let mut items: Vec<(f64, usize, Item)> = cov
+        .survive
+        .iter()
+        .map(|&k| {
+            let x = &cov.extents[k];
+            (x.end, x.at, Item::Summary(x.at))
+        })
+        .collect();
+    items.extend(
+        (0..events.len())
+            .filter(|&pos| cov.uncovered(events, pos))
+            .map(|pos| (events[pos].timestamp, pos, Item::Raw(pos))),
+    );
+    items.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    items.into_iter().map(|(_, _, item)| item).collect()
+}
+
+/// Which of `candidates` may be summarized: events linked by a function-call
+/// id (the call, its responses, a confirmation or auth request naming it)
+/// form a group, and a group is summarized whole or not at all. A group is
+/// kept raw when an id it opens (a call, a requested confirmation or auth)
+/// has no resolving response in the group, or when it answers a call that
+/// stays raw outside the candidates (`raw_elsewhere`), which would show the
+/// model a call whose answer is gone. So a pending long-running call, one
+/// awaiting confirmation, a dead call and anything sharing an id with them
+/// stay raw, and everything else is summarized around them.
+///
+/// Returns one flag per candidate.
+pub fn compactable(
+    events: &[EventView],
+    ids: &[Sym],
+    candidates: &[usize],
+    raw_elsewhere: &[usize],
+) -> Vec<bool> {
+    let n = candidates.len();
+    let mut parent: Vec<usize> = (0..n).collect();
+    fn root(parent: &mut [usize], mut k: usize) -> usize {
+        while parent[k] != k {
+            parent[k] = parent[parent[k]];
+            k = parent[k];
+        }
+        k
+    }
+    let mut first: FastMap<Sym, usize> = FastMap::default();
+    for (k, &pos) in candidates.iter().enumerate() {
+        let e = &events[pos];
+        for &id in e
+            .calls
+            .of(ids)
+            .iter()
+            .chain(e.responses.of(ids))
+            .chain(e.pending.of(ids))
+        {
+            match first.get(&id) {
+                Some(&j) => {
+                    let (a, b) = (root(&mut parent, j), root(&mut parent, k));
+                    if a != b {
+                        parent[a] = b;
+                    }
+                }
+                None => {
+                    first.insert(id, k);
+                }
+            }
+        }
+    }
+    let mut open_outside: FastSet<Sym> = FastSet::default();
+    for &pos in raw_elsewhere {
+        let e = &events[pos];
+        open_outside.extend(e.calls.of(ids).iter().chain(e.pending.of(ids)));
+    }
+    let mut opened: FastMap<usize, FastSet<Sym>> = FastMap::default();
+    let mut resolved: FastMap<usize, FastSet<Sym>> = FastMap::default();
+    let mut blocked: FastSet<usize> = FastSet::default();
+    for (k, &pos) in candidates.iter().enumerate() {
+        let e = &events[pos];
+        let g = root(&mut parent, k);
+        let pending = e.pending.of(ids);
+        for &id in e.responses.of(ids) {
+            if open_outside.contains(&id) {
+                blocked.insert(g);
+            }
+            if !pending.contains(&id) {
+                resolved.entry(g).or_default().insert(id);
+            }
+        }
+        opened
+            .entry(g)
+            .or_default()
+            .extend(e.calls.of(ids).iter().chain(pending));
+    }
+    for (g, open) in &opened {
+        let done = resolved.get(g);
+        if open.iter().any(|id| done.is_none_or(|d| !d.contains(id))) {
+            blocked.insert(*g);
+        }
+    }
+    (0..n)
+        .map(|k| !blocked.contains(&root(&mut parent, k)))
+        .collect()
+}
+
+/// The raw events no compaction covers, in stream order.
+fn uncovered(events: &[EventView], cov: &Coverage) -> Vec<usize> {
+    (0..events.len())
+        .filter(|&pos| cov.uncovered(events, pos))
+        .collect()
+}
+
+/// Sliding-window selection in exact mode over `events` (already rewound
+/// and scoped, as google-adk filters them): the positions to hand the
+/// summarizer, in stream order, or `None` when it should not run.
+///
+/// Candidates are the raw events no compaction covers. The window fires once
+/// `interval` distinct invocations have candidates that can be summarized
+/// (a group kept raw by [`compactable`] does not count, so a pending call
+/// cannot hold the trigger), and takes every summarizable candidate, plus
+/// the covered events of the `overlap` invocations before the first of them
+/// (re-summarized on purpose, as google-adk's overlap does).
+pub fn sliding(
+    events: &[EventView],
+    ids: &[Sym],
+    cov: &Coverage,
+    interval: i64,
+    overlap: i64,
+) -> Option<Vec<usize>> {
+    let candidates = uncovered(events, cov);
+    let ok = compactable(events, ids, &candidates, &[]);
+    let window: Vec<usize> = candidates
+        .iter()
+        .zip(&ok)
+        .filter_map(|(&pos, &ok)| ok.then_some(pos))
+        .collect();
+    let mut new: Vec<Sym> = Vec::new();
+    for &pos in &window {
+        if let Some(inv) = events[pos].invocation {
+            if !new.contains(&inv) {
+                new.push(inv);
+            }
+        }
+    }
+    if window.is_empty() || (new.len() as i64) < interval {
+        return None;
+    }
+    let mut order: Vec<Sym> = Vec::new();
+    for e in events.iter().filter(|e| e.compaction.is_none()) {
+        if let Some(inv) = e.invocation {
+            if !order.contains(&inv) {
+                order.push(inv);
+            }
+        }
+    }
+    let mut handed = window;
+    if let (Some(&first), true) = (new.first(), overlap > 0) {
+        let at = order.iter().position(|&i| i == first).unwrap_or(0);
+        let from = at.saturating_sub(usize::try_from(overlap).unwrap_or(usize::MAX));
+        let earlier: FastSet<Sym> = order[from..at].iter().copied().collect();
+        handed.extend((0..events.len()).filter(|&pos| {
+            cov.hidden[pos] && events[pos].invocation.is_some_and(|i| earlier.contains(&i))
+        }));
+        handed.sort_unstable();
+    }
+    Some(handed)
+}
+
+/// Tail-retention selection in exact mode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenPlan {
+    /// Raw events to summarize, in stream order.
+    pub window: Vec<usize>,
+    /// Surviving compaction events whose summaries seed the new one, in
+    /// order: the new summary stands for all they cover, so they are all
+    /// subsumed and one rolling summary reaches the model.
+    pub seeds: Vec<usize>,
+}
+
+/// Token-threshold (tail-retention) selection in exact mode over `events`
+/// (rewound and scoped): the candidates are the raw events no compaction
+/// covers; the last `retention` of them stay raw, and of the rest every
+/// group [`compactable`] allows (the tail counts as raw elsewhere, so a
+/// response kept in the tail keeps its call). Every surviving summary seeds
+/// the new one. `None` when there is nothing to summarize and at most one
+/// summary to roll.
+pub fn token(
+    events: &[EventView],
+    ids: &[Sym],
+    cov: &Coverage,
+    retention: usize,
+) -> Option<TokenPlan> {
+    let candidates = uncovered(events, cov);
+    let split = candidates.len().saturating_sub(retention);
+    let (head, tail) = candidates.split_at(split);
+    let ok = compactable(events, ids, head, tail);
+    let window: Vec<usize> = head
+        .iter()
+        .zip(&ok)
+        .filter_map(|(&pos, &ok)| ok.then_some(pos))
+        .collect();
+    let seeds = cov.surviving_events();
+    if window.is_empty() && seeds.len() < 2 {
+        return None;
+    }
+    Some(TokenPlan { window, seeds })
+}
+
+/// What a compaction written in exact mode records.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Written {
+    /// The interval the summary was made over: from the earliest to the
+    /// latest timestamp it stands for (its seeds' intervals included), so an
+    /// interior event stamped past the last one is inside it, not left raw
+    /// beside its summary.
+    pub start: f64,
+    /// See `start`.
+    pub end: f64,
+    /// Positions of the raw events inside the interval, stored before the
+    /// compaction, that the summary does not stand in for.
+    pub holes: Vec<usize>,
+    /// The bounds for the `EventCompaction` ([`super::exact::plain_bounds`]),
+    /// `None` when no bounds can hide anything safely.
+    pub plain: Option<(f64, f64)>,
+}
+
+/// The record of a compaction about to be appended to `events`, made from
+/// the events handed to the summarizer (`handed`, positions; covered ones
+/// included) and the compaction events whose summaries seeded it (`seeds`),
+/// decided by position, never by key. `foreign` are the timestamps of events
+/// of the store that `events` lacks (appended by another invocation), which
+/// the caller names as holes too. `None` when nothing handed has a finite
+/// timestamp.
+pub fn write(
+    events: &[EventView],
+    cov: &Coverage,
+    handed: &[usize],
+    seeds: &[usize],
+    foreign: &[f64],
+) -> Option<Written> {
+    let seed_extents: Vec<&Extent> = cov
+        .extents
+        .iter()
+        .filter(|x| seeds.contains(&x.at))
+        .collect();
+    let bounds = handed
+        .iter()
+        .map(|&p| (events[p].timestamp, events[p].timestamp))
+        .chain(seed_extents.iter().map(|x| (x.start, x.end)))
+        .filter(|(a, b)| a.is_finite() && b.is_finite());
+    let (start, end) = bounds.fold(None, |acc: Option<(f64, f64)>, (a, b)| {
+        Some(acc.map_or((a, b), |(s, e)| (s.min(a), e.max(b))))
+    })?;
+    let mut mask = vec![false; events.len()];
+    for &p in handed.iter().chain(seeds) {
+        mask[p] = true;
+    }
+    let holes = super::exact::holes(events, &cov.extents, start, end, &mask);
+    let inside: Vec<f64> = foreign
+        .iter()
+        .copied()
+        .filter(|&t| start <= t && t <= end)
+        .collect();
+    let plain = super::exact::plain_bounds(events, start, end, &holes, &inside);
+    Some(Written {
+        start,
+        end,
+        holes,
+        plain,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::event::Span;
+    use crate::core::exact::{holes, Hole};
+
+    /// Views plus the id arena their spans index.
+    #[derive(Default)]
+    struct Session {
+        events: Vec<EventView>,
+        ids: Vec<Sym>,
+    }
+
+    impl Session {
+        fn span(&mut self, syms: &[Sym]) -> Span {
+            let start = self.ids.len() as u32;
+            self.ids.extend_from_slice(syms);
+            Span {
+                start,
+                len: syms.len() as u32,
+            }
+        }
+
+        fn raw(&mut self, t: f64, inv: u32) -> usize {
+            self.events.push(EventView {
+                timestamp: t,
+                invocation: Some(inv),
+                ..Default::default()
+            });
+            self.events.len() - 1
+        }
+
+        fn call(&mut self, t: f64, inv: u32, id: Sym) -> usize {
+            let calls = self.span(&[id]);
+            let pos = self.raw(t, inv);
+            self.events[pos].calls = calls;
+            pos
+        }
+
+        fn response(&mut self, t: f64, inv: u32, id: Sym) -> usize {
+            let responses = self.span(&[id]);
+            let pos = self.raw(t, inv);
+            self.events[pos].responses = responses;
+            self.events[pos].has_responses = true;
+            pos
+        }
+
+        fn compaction(&mut self, t: f64, start: f64, end: f64) -> usize {
+            self.events.push(EventView::compacting(t, start, end));
+            self.events.len() - 1
+        }
+
+        fn cover(&self, extents: Vec<Extent>) -> Coverage {
+            Coverage::new(&self.events, extents)
+        }
+    }
+
+    #[test]
+    fn a_pending_call_is_stepped_past_and_its_group_kept_whole() {
+        let mut s = Session::default();
+        s.raw(1.0, 1);
+        let pending = s.call(2.0, 1, 100);
+        s.raw(3.0, 1);
+        // Parallel calls: one answered, one not; the answered sibling's
+        // response shares no id with the pending one, so only the pending
+        // call is held.
+        let answered = s.call(4.0, 2, 101);
+        let response = s.response(5.0, 2, 101);
+        s.raw(6.0, 2);
+        let cov = s.cover(Vec::new());
+        let window = sliding(&s.events, &s.ids, &cov, 2, 0).unwrap();
+        assert!(!window.contains(&pending));
+        assert!(window.contains(&answered) && window.contains(&response));
+        assert_eq!(window.len(), 5);
+    }
+
+    #[test]
+    fn a_response_whose_call_stays_raw_is_not_summarized() {
+        let mut s = Session::default();
+        s.raw(1.0, 1);
+        let call = s.call(2.0, 1, 7);
+        let response = s.response(3.0, 1, 7);
+        s.raw(4.0, 1);
+        let cov = s.cover(Vec::new());
+        // Retaining the last two keeps the response; its call stays too.
+        let plan = token(&s.events, &s.ids, &cov, 2).unwrap();
+        assert_eq!(plan.window, vec![0]);
+        assert!(!plan.window.contains(&call) && !plan.window.contains(&response));
+    }
+
+    #[test]
+    fn covered_events_are_not_offered_again_and_retained_ones_are() {
+        let mut s = Session::default();
+        for k in 0..6 {
+            s.raw(f64::from(k), 1);
+        }
+        // A tail-retention summary of 0..=3 left 4 and 5 raw.
+        let at = s.compaction(6.5, 0.0, 3.0);
+        s.raw(7.0, 2);
+        let cov = s.cover(vec![Extent::new(at, 0.0, 3.0, Vec::new())]);
+        let plan = token(&s.events, &s.ids, &cov, 1).unwrap();
+        assert_eq!(plan.window, vec![4, 5]);
+        assert_eq!(plan.seeds, vec![at]);
+        // The rolled record stands for the seed's events: no holes.
+        let mut handed = vec![false; s.events.len()];
+        for &p in plan.window.iter().chain(&plan.seeds) {
+            handed[p] = true;
+        }
+        assert!(holes(&s.events, &cov.extents, 0.0, 5.0, &handed).is_empty());
+    }
+
+    #[test]
+    fn pending_invocations_do_not_hold_the_sliding_trigger() {
+        let mut s = Session::default();
+        s.call(1.0, 1, 9);
+        s.raw(2.0, 2);
+        let cov = s.cover(Vec::new());
+        // Only invocation 2 can be summarized: one invocation, interval 2.
+        assert_eq!(sliding(&s.events, &s.ids, &cov, 2, 0), None);
+        assert_eq!(sliding(&s.events, &s.ids, &cov, 1, 0), Some(vec![1]));
+    }
+
+    #[test]
+    fn the_prompt_leaves_out_exactly_what_survivors_cover() {
+        let mut s = Session::default();
+        s.raw(1.0, 1);
+        s.raw(2.0, 2); // a hole of the compaction below
+        s.raw(3.0, 1);
+        let at = s.compaction(4.0, 1.0, 3.0);
+        s.raw(2.5, 3); // stored after it: not covered
+        let hole = Hole {
+            micros: 2_000_000,
+            invocation: Some(2),
+        };
+        let cov = s.cover(vec![Extent::new(at, 1.0, 3.0, vec![hole])]);
+        assert_eq!(
+            prompt(&s.events, &cov),
+            vec![Item::Raw(1), Item::Raw(4), Item::Summary(at)]
+        );
+    }
+
+    #[test]
+    fn several_summaries_roll_into_one() {
+        let mut s = Session::default();
+        s.raw(1.0, 1);
+        let a = s.compaction(1.5, 1.0, 1.0);
+        s.raw(2.0, 2);
+        let b = s.compaction(2.5, 2.0, 2.0);
+        let cov = s.cover(vec![
+            Extent::new(a, 1.0, 1.0, Vec::new()),
+            Extent::new(b, 2.0, 2.0, Vec::new()),
+        ]);
+        let plan = token(&s.events, &s.ids, &cov, 0).unwrap();
+        assert_eq!(
+            plan,
+            TokenPlan {
+                window: vec![],
+                seeds: vec![a, b]
+            }
+        );
+    }
+}

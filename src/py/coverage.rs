@@ -1,0 +1,311 @@
+//! Binding of `core::coverage`: exact mode's prompt, windows and records.
+//!
+//! Each call reads the events' views and, of every compaction event, its
+//! coverage record (`custom_metadata["adk_fastcompact"]`). A record that is
+//! not used (malformed, foreign, later version, oversized, inconsistent) is
+//! reported back as `(index, reason)` and its compaction read as its
+//! interval; the Python side warns (`_exact`).
+
+use super::error::{finish, Extracted, Outcome};
+use super::extract::{Batch, Extractor, Need};
+use crate::core::coverage::{self, Coverage};
+use crate::core::event::EventView;
+use crate::core::exact::{Extent, Hole, Key, Record, METADATA_KEY, VERSION};
+use crate::core::filter::Item;
+use crate::core::{guarded, Sym};
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+
+/// What exact mode reads of every event.
+const EXACT: Need = Need {
+    timestamp: true,
+    compaction: true,
+    rewind: false,
+    invocation: true,
+    parts: true,
+    window: false,
+    pairing: true,
+    usage: false,
+};
+
+/// Unused records: `(index of the compaction event, why)`.
+type Problems = Vec<(usize, String)>;
+
+/// A selection: two lists of positions and the unused records.
+type Plan<'py> = (Bound<'py, PyList>, Bound<'py, PyList>, Problems);
+
+/// A session read for exact mode.
+struct Read<'py> {
+    batch: Batch<'py>,
+    ids: Vec<Sym>,
+    coverage: Coverage,
+    problems: Problems,
+}
+
+impl<'py> Read<'py> {
+    fn views(&self) -> &[EventView] {
+        &self.batch.views
+    }
+}
+
+fn read<'py>(events: &Bound<'py, PyAny>) -> Extracted<Read<'py>> {
+    let py = events.py();
+    let list = Extractor::list(events)?;
+    let mut extractor = Extractor::new(py)?;
+    let batch = extractor.batch(list, EXACT)?;
+    let mut extents = Vec::new();
+    let mut problems = Problems::new();
+    for (pos, view) in batch.views.iter().enumerate() {
+        let Some((start, end)) = view.compaction.and_then(|c| c.bounds()) else {
+            continue;
+        };
+        let record = match record_of(&batch.objects[pos], (start, end))? {
+            Some(Ok(record)) => Some(record),
+            Some(Err(why)) => {
+                problems.push((pos, why));
+                None
+            }
+            None => None,
+        };
+        let extent = match record {
+            Some(r) => {
+                let mut holes = Vec::with_capacity(r.holes.len());
+                for key in &r.holes {
+                    holes.push(Hole {
+                        micros: key.micros,
+                        invocation: intern(&mut extractor, &key.invocation)?,
+                    });
+                }
+                Extent::new(pos, r.start, r.end, holes)
+            }
+            // Without a record: the interval, as google-adk reads it, minus
+            // the events stored after the compaction (exact mode's rule).
+            None => Extent::new(pos, start, end, Vec::new()),
+        };
+        extents.push(extent);
+    }
+    let ids = std::mem::take(&mut extractor.ids);
+    let views = &batch.views;
+    let coverage = py.detach(|| guarded(|| Ok(Coverage::new(views, extents))))?;
+    Ok(Read {
+        batch,
+        ids,
+        coverage,
+        problems,
+    })
+}
+
+/// The symbol a record's invocation id has in this extraction (`None` for
+/// `""`, as the views intern only non-empty ids).
+fn intern(extractor: &mut Extractor<'_>, invocation: &str) -> Extracted<Option<Sym>> {
+    if invocation.is_empty() {
+        return Ok(None);
+    }
+    extractor.interner.text(invocation).map(Some)
+}
+
+/// The record of the compaction event `event` (bounds `(start, end)`):
+/// `None` when it has none, `Some(Err(why))` when it has one that is not
+/// used.
+fn record_of(
+    event: &Bound<'_, PyAny>,
+    bounds: (f64, f64),
+) -> PyResult<Option<Result<Record, String>>> {
+    let py = event.py();
+    let metadata = event.getattr(intern!(py, "custom_metadata"))?;
+    if metadata.is_none() {
+        return Ok(None);
+    }
+    let Ok(metadata) = metadata.cast::<PyDict>() else {
+        return Ok(None);
+    };
+    let Some(value) = metadata.get_item(METADATA_KEY)? else {
+        return Ok(None);
+    };
+    let json: serde_json::Value = match pythonize::depythonize(&value) {
+        Ok(json) => json,
+        Err(e) => return Ok(Some(Err(format!("malformed coverage record: {e}")))),
+    };
+    Ok(Some(
+        Record::from_value(json, bounds).map_err(|e| e.to_string()),
+    ))
+}
+
+fn indices<'py>(py: Python<'py>, positions: &[usize]) -> PyResult<Bound<'py, PyList>> {
+    PyList::new(py, positions)
+}
+
+/// Exact mode's `_process_compaction_events`: `(prompt, problems)`, the
+/// prompt being the raw events no surviving compaction covers and
+/// `make_summary(event)` of every surviving compaction event (called in
+/// event order), in prompt order; `None` to decline.
+#[pyfunction]
+pub fn exact_prompt<'py>(
+    events: &Bound<'py, PyAny>,
+    make_summary: &Bound<'py, PyAny>,
+) -> PyResult<Option<(Bound<'py, PyList>, Problems)>> {
+    finish(
+        events.py(),
+        "_process_compaction_events",
+        run_prompt(events, make_summary),
+    )
+}
+
+fn run_prompt<'py>(
+    events: &Bound<'py, PyAny>,
+    make_summary: &Bound<'py, PyAny>,
+) -> Extracted<(Bound<'py, PyList>, Problems)> {
+    let py = events.py();
+    let r = read(events)?;
+    let views = r.views();
+    let cov = &r.coverage;
+    let items = py.detach(|| guarded(|| Ok(coverage::prompt(views, cov))))?;
+    let mut summaries: Vec<Option<Bound<'py, PyAny>>> = vec![None; views.len()];
+    for at in cov.surviving_events() {
+        summaries[at] = Some(make_summary.call1((&r.batch.objects[at],))?);
+    }
+    let out = PyList::empty(py);
+    for item in items {
+        match item {
+            Item::Raw(pos) => out.append(&r.batch.objects[pos])?,
+            Item::Summary(at) => match &summaries[at] {
+                Some(summary) => out.append(summary)?,
+                None => return Err(Outcome::Decline("internal error")),
+            },
+        }
+    }
+    Ok((out, r.problems))
+}
+
+/// Exact mode's sliding-window selection over `events` (rewound and
+/// scoped): `(handed, covered, problems)`, the positions to summarize (an
+/// empty list when nothing should be) and which of them a compaction already
+/// covers (overlap); `None` to decline.
+#[pyfunction]
+pub fn exact_sliding_window<'py>(
+    events: &Bound<'py, PyAny>,
+    interval: i64,
+    overlap: i64,
+) -> PyResult<Option<Plan<'py>>> {
+    let py = events.py();
+    let run = || -> Extracted<_> {
+        let r = read(events)?;
+        let (views, ids, cov) = (r.views(), &r.ids, &r.coverage);
+        let handed = py.detach(|| {
+            guarded(
+                || Ok(coverage::sliding(views, ids, cov, interval, overlap).unwrap_or_default()),
+            )
+        })?;
+        let covered: Vec<bool> = handed.iter().map(|&p| cov.hidden[p]).collect();
+        Ok((indices(py, &handed)?, PyList::new(py, covered)?, r.problems))
+    };
+    finish(py, "_run_compaction_for_sliding_window", run())
+}
+
+/// Exact mode's tail-retention selection over `events` (rewound and
+/// scoped): `(window, seeds, problems)`, the raw events to summarize and the
+/// surviving compaction events whose summaries seed the new one (both empty
+/// when nothing should be summarized); `None` to decline.
+#[pyfunction]
+pub fn exact_token_threshold<'py>(
+    events: &Bound<'py, PyAny>,
+    retention: usize,
+) -> PyResult<Option<Plan<'py>>> {
+    let py = events.py();
+    let run = || -> Extracted<_> {
+        let r = read(events)?;
+        let (views, ids, cov) = (r.views(), &r.ids, &r.coverage);
+        let plan = py.detach(|| guarded(|| Ok(coverage::token(views, ids, cov, retention))))?;
+        let (window, seeds) = plan.map(|p| (p.window, p.seeds)).unwrap_or_default();
+        Ok((indices(py, &window)?, indices(py, &seeds)?, r.problems))
+    };
+    finish(py, "_run_compaction_for_token_threshold_config", run())
+}
+
+/// The coverage record of a compaction about to be appended to `events`:
+/// `handed` and `seeds` are positions in `events` (what the summarizer was
+/// given), `foreign` the `(invocation_id, timestamp)` of events the store
+/// holds and `events` lacks. Returns `(record, plain_start, plain_end)`:
+/// the record to store and the bounds for its `EventCompaction` (inverted,
+/// covering nothing, where no bounds are safe for a plain reader); `None`
+/// when nothing handed has a finite timestamp. Raises `ValueError` on a
+/// position out of range.
+#[pyfunction]
+pub fn exact_record<'py>(
+    events: &Bound<'py, PyAny>,
+    handed: Vec<usize>,
+    seeds: Vec<usize>,
+    foreign: Vec<(String, f64)>,
+) -> PyResult<Option<(Bound<'py, PyAny>, f64, f64)>> {
+    let py = events.py();
+    let r = match read(events) {
+        Ok(r) => r,
+        Err(Outcome::Error(e)) => return Err(e),
+        Err(Outcome::Decline(why)) => {
+            return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "cannot write a coverage record over these events: {why}"
+            )))
+        }
+    };
+    let (views, cov) = (r.views(), &r.coverage);
+    if let Some(&bad) = handed.iter().chain(&seeds).find(|&&p| p >= views.len()) {
+        return Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "position {bad} is not in the {} events",
+            views.len()
+        )));
+    }
+    let foreign_ts: Vec<f64> = foreign.iter().map(|(_, t)| *t).collect();
+    let Some(w) = coverage::write(views, cov, &handed, &seeds, &foreign_ts) else {
+        return Ok(None);
+    };
+    let mut keys: Vec<Key> = Vec::with_capacity(w.holes.len() + foreign.len());
+    for &p in &w.holes {
+        let invocation: String = r.batch.objects[p]
+            .getattr(intern!(py, "invocation_id"))?
+            .extract::<Option<String>>()?
+            .unwrap_or_default();
+        keys.extend(Key::of(&invocation, views[p].timestamp));
+    }
+    for (invocation, t) in &foreign {
+        if w.start <= *t && *t <= w.end {
+            keys.extend(Key::of(invocation, *t));
+        }
+    }
+    keys.sort();
+    keys.dedup();
+    let (plain_start, plain_end) = w.plain.unwrap_or_else(|| nothing_between(w.start, w.end));
+    let record = Record {
+        v: VERSION,
+        start: w.start,
+        end: w.end,
+        holes: keys,
+    };
+    // What is written must read back: the reader's own checks.
+    let record = Record::from_value(
+        serde_json::to_value(&record).unwrap_or_default(),
+        (plain_start, plain_end),
+    )?;
+    let dict = pythonize::pythonize(py, &record)
+        .map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("coverage record: {e}")))?;
+    Ok(Some((dict, plain_start, plain_end)))
+}
+
+/// Inverted bounds: a reader of the bare interval hides nothing with them
+/// (google-adk tests `start <= end`), and the summary still reaches it.
+fn nothing_between(start: f64, end: f64) -> (f64, f64) {
+    (end, start - 1.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounds_that_cover_nothing_are_inverted() {
+        for (start, end) in [(1.0, 2.0), (3.0, 3.0)] {
+            let (a, b) = nothing_between(start, end);
+            assert!(a > b);
+        }
+    }
+}
