@@ -106,7 +106,23 @@ async def _summarize(
 ) -> Event | None:
     """google-adk's `_summarize_events_with_trace`, with the selection's
     handle in scope for the `_prompt_chars_saved` it computes on `events`."""
-    token = _selected.set(handle)
+    return await summarize_with(
+        _selected, handle, session, config, events, events_to_compact, trigger
+    )
+
+
+async def summarize_with(
+    var: ContextVar[Any],
+    value: Any,
+    session: Any,
+    config: Any,
+    events: list[Event],
+    events_to_compact: list[Event],
+    trigger: str,
+) -> Event | None:
+    """google-adk's `_summarize_events_with_trace` with `var` set to `value`
+    while it runs (what our `_prompt_chars_saved` reads)."""
+    token = var.set(value)
     try:
         return await _adk._summarize_events_with_trace(
             session=session,
@@ -116,7 +132,7 @@ async def _summarize(
             trigger=trigger,
         )
     finally:
-        _selected.reset(token)
+        var.reset(token)
 
 
 async def run_compaction_for_sliding_window(

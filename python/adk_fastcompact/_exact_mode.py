@@ -34,7 +34,7 @@ from typing import Any
 from google.adk.apps import compaction as _adk
 from google.adk.events.event import Event
 
-from . import _exact, _filtering, _native, _reference, _summaries
+from . import _compaction, _exact, _filtering, _native, _reference, _summaries
 
 logger = logging.getLogger("adk_fastcompact")
 
@@ -44,11 +44,8 @@ characters its window removes (the raw events it covers and the summaries
 it supersedes), for the `prompt_chars_saved` google-adk's span reports."""
 
 
-def _size(content: Any) -> int:
-    # google-adk's `_serialized_size` measure of one request content.
-    if content is None:
-        return 0
-    return len(content.model_dump_json(exclude_none=True, fallback=str))
+# google-adk's `_serialized_size` measure of one request content.
+_size = _compaction._content_size
 
 
 def _summary_size(event: Event) -> int:
@@ -94,17 +91,9 @@ async def _summarize(
     trigger: str,
     removable: int,
 ) -> Event | None:
-    token = _removable.set(removable)
-    try:
-        return await _adk._summarize_events_with_trace(
-            session=session,
-            config=config,
-            events=events,
-            events_to_compact=events_to_compact,
-            trigger=trigger,
-        )
-    finally:
-        _removable.reset(token)
+    return await _compaction.summarize_with(
+        _removable, removable, session, config, events, events_to_compact, trigger
+    )
 
 
 async def _stored_events(session: Any, session_service: Any) -> list[Event] | None:
