@@ -16,7 +16,8 @@ import itertools
 import time
 import warnings
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -112,6 +113,26 @@ class Observed:
 C = TypeVar("C", bound=Observed)
 
 
+def stepped_clock(step: float, ties: int = 1) -> Callable[[], float]:
+    """A clock advancing `step` every `ties` readings (`ties > 1`: events
+    made in a row share a timestamp)."""
+    readings = itertools.count()
+    return lambda: 1_000_000.0 + step * (next(readings) // ties)
+
+
+@contextmanager
+def deterministic(clock: Callable[[], float]) -> Iterator[None]:
+    """google-adk draws ids from a counter and time from `clock` inside."""
+    ids = itertools.count()
+    platform_uuid.set_id_provider(lambda: f"id-{next(ids):06d}")
+    platform_time.set_time_provider(clock)
+    try:
+        yield
+    finally:
+        platform_uuid.reset_id_provider()
+        platform_time.reset_time_provider()
+
+
 def run_conversation(
     converse: Callable[[BaseSessionService], Awaitable[C]],
     service_kind: str,
@@ -135,20 +156,13 @@ def run_conversation(
         adk_fastcompact.uninstall()
 
     async def main() -> C:
-        ids = itertools.count()
-        clock = itertools.count()
-        platform_uuid.set_id_provider(lambda: f"id-{next(ids):06d}")
-        platform_time.set_time_provider(lambda: 1_000_000.0 + 0.25 * next(clock))
-        try:
+        with deterministic(stepped_clock(0.25)):
             service: BaseSessionService
             if service_kind == "sqlite":
                 service = SqliteSessionService(str(db))
             else:
                 service = InMemorySessionService()
             return await converse(service)
-        finally:
-            platform_uuid.reset_id_provider()
-            platform_time.reset_time_provider()
 
     started = time.perf_counter()
     try:

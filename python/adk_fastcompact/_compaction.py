@@ -235,18 +235,7 @@ async def run_compaction_for_token_threshold_config(
     if not events_to_compact:
         return False
     if seed_from is not None:
-        # The rolling-summary seed, built as google-adk builds it (two ids
-        # drawn from the id provider, in this order).
-        compaction = seed_from.actions.compaction
-        seed_event = Event(
-            timestamp=compaction.start_timestamp,
-            author="model",
-            content=compaction.compacted_content,
-            branch=seed_from.branch,
-            isolation_scope=seed_from.isolation_scope,
-            invocation_id=Event.new_id(),
-        )
-        events_to_compact = [seed_event, *events_to_compact]
+        events_to_compact = [seed_event(seed_from), *events_to_compact]
 
     if not _worth_compacting(pricing):
         return False
@@ -264,6 +253,20 @@ async def run_compaction_for_token_threshold_config(
         logger.debug("Token-threshold event compactor finished.")
         return True
     return False
+
+
+def seed_event(compaction_event: Event) -> Event:
+    """The rolling-summary seed of a compaction event, built as google-adk
+    builds it (two ids drawn from the id provider, in this order)."""
+    compaction = compaction_event.actions.compaction
+    return Event(
+        timestamp=compaction.start_timestamp,
+        author="model",
+        content=compaction.compacted_content,
+        branch=compaction_event.branch,
+        isolation_scope=compaction_event.isolation_scope,
+        invocation_id=Event.new_id(),
+    )
 
 
 def _content_size(content: Any) -> int:

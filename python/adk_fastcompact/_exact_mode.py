@@ -83,19 +83,6 @@ def prompt_chars_saved(*, events: list[Event], compaction_event: Event) -> int:
     return removable - _size(compaction.compacted_content)
 
 
-async def _summarize(
-    session: Any,
-    config: Any,
-    events: list[Event],
-    events_to_compact: list[Event],
-    trigger: str,
-    removable: int,
-) -> Event | None:
-    return await _compaction.summarize_with(
-        _removable, removable, session, config, events, events_to_compact, trigger
-    )
-
-
 async def _stored_events(session: Any, session_service: Any) -> list[Event] | None:
     """The session's events as the store holds them now, or None when it
     cannot be read (the compaction is then dropped: it could not be checked
@@ -113,6 +100,10 @@ async def _stored_events(session: Any, session_service: Any) -> list[Event] | No
         )
         return None
     if stored is None:
+        logger.warning(
+            "exact mode: session %s is no longer in the store; the compaction is dropped",
+            session.id,
+        )
         return None
     return list(stored.events)
 
@@ -208,8 +199,8 @@ async def run_compaction_for_sliding_window(
     _adk._ensure_compaction_summarizer(config=config, agent=app.root_agent)
     if config.summarizer is None:
         return
-    compaction_event = await _summarize(
-        session, config, events, to_compact, "sliding_window", removable
+    compaction_event = await _compaction.summarize_with(
+        _removable, removable, session, config, events, to_compact, "sliding_window"
     )
     logger.debug("Exact-mode event compactor finished.")
     if compaction_event is None:
@@ -233,19 +224,6 @@ def _latest_summary(events: list[Event]) -> Event | None:
         if compaction is not None and compaction.compacted_content is not None:
             return event
     return None
-
-
-def _seed(event: Event) -> Event:
-    """The rolling-summary seed of a compaction event, as google-adk builds it."""
-    compaction = event.actions.compaction
-    return Event(
-        timestamp=compaction.start_timestamp,
-        author="model",
-        content=compaction.compacted_content,
-        branch=event.branch,
-        isolation_scope=event.isolation_scope,
-        invocation_id=Event.new_id(),
-    )
 
 
 async def run_compaction_for_token_threshold_config(
@@ -309,9 +287,9 @@ async def run_compaction_for_token_threshold_config(
     _adk._ensure_compaction_summarizer(config=config, agent=agent)
     if config.summarizer is None:
         return False
-    to_compact = [_seed(events[i]) for i in seeds] + raw
-    compaction_event = await _summarize(
-        session, config, events, to_compact, "token_threshold", material + latest
+    to_compact = [_compaction.seed_event(events[i]) for i in seeds] + raw
+    compaction_event = await _compaction.summarize_with(
+        _removable, material + latest, session, config, events, to_compact, "token_threshold"
     )
     if not compaction_event:
         return False

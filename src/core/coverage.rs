@@ -159,6 +159,12 @@ fn uncovered(events: &[EventView], cov: &Coverage) -> Vec<usize> {
         .collect()
 }
 
+/// The distinct symbols of `syms` in the order first met.
+fn first_seen(syms: impl Iterator<Item = Sym>) -> Vec<Sym> {
+    let mut seen: FastSet<Sym> = FastSet::default();
+    syms.filter(|&s| seen.insert(s)).collect()
+}
+
 /// Sliding-window selection in exact mode over `events` (already rewound
 /// and scoped, as google-adk filters them): the positions to hand the
 /// summarizer, in stream order, or `None` when it should not run.
@@ -183,25 +189,16 @@ pub fn sliding(
         .zip(&ok)
         .filter_map(|(&pos, &ok)| ok.then_some(pos))
         .collect();
-    let mut new: Vec<Sym> = Vec::new();
-    for &pos in &window {
-        if let Some(inv) = events[pos].invocation {
-            if !new.contains(&inv) {
-                new.push(inv);
-            }
-        }
-    }
+    let new = first_seen(window.iter().filter_map(|&pos| events[pos].invocation));
     if window.is_empty() || (new.len() as i64) < interval {
         return None;
     }
-    let mut order: Vec<Sym> = Vec::new();
-    for e in events.iter().filter(|e| e.compaction.is_none()) {
-        if let Some(inv) = e.invocation {
-            if !order.contains(&inv) {
-                order.push(inv);
-            }
-        }
-    }
+    let order = first_seen(
+        events
+            .iter()
+            .filter(|e| e.compaction.is_none())
+            .filter_map(|e| e.invocation),
+    );
     let mut handed = window;
     if let (Some(&first), true) = (new.first(), overlap > 0) {
         let at = order.iter().position(|&i| i == first).unwrap_or(0);

@@ -165,6 +165,30 @@ impl Record {
         Ok(record)
     }
 
+    /// The record to write for a compaction over `[start, end]` whose
+    /// `EventCompaction` carries `bounds`, with `holes` sorted and
+    /// deduplicated; refused by the checks a reader makes.
+    pub fn new(
+        start: f64,
+        end: f64,
+        mut holes: Vec<Key>,
+        bounds: (f64, f64),
+    ) -> Result<Record, RecordError> {
+        holes.sort();
+        holes.dedup();
+        if holes.len() > MAX_HOLES {
+            return Err(RecordError::Oversized(holes.len()));
+        }
+        let record = Record {
+            v: VERSION,
+            start,
+            end,
+            holes,
+        };
+        record.check(bounds)?;
+        Ok(record)
+    }
+
     fn check(&self, (lo, hi): (f64, f64)) -> Result<(), RecordError> {
         let finite = [self.start, self.end, lo, hi].iter().all(|x| x.is_finite());
         // Plain bounds may be inverted (a compaction whose summarized events
@@ -499,6 +523,28 @@ mod tests {
         // Every summarized event ties with a hole: nothing is plain-safe.
         let tied = [raw(1.0, 1), raw(1.0, 2)];
         assert_eq!(plain_bounds(&tied, 1.0, 1.0, &[1], &[]), None);
+    }
+
+    #[test]
+    fn a_new_record_is_one_a_reader_accepts() {
+        let key = Key::of("inv-1", 2.0).unwrap();
+        let record = Record::new(1.0, 5.0, vec![key.clone(), key.clone()], (1.0, 5.0)).unwrap();
+        assert_eq!(record.holes, vec![key]);
+        assert_eq!(Record::parse(&record.to_json(), (1.0, 5.0)), Ok(record));
+        assert_eq!(
+            Record::new(1.0, f64::NAN, Vec::new(), (1.0, 1.0)),
+            Err(RecordError::Inconsistent)
+        );
+        let many = (0..=MAX_HOLES as i64)
+            .map(|t| Key {
+                invocation: String::new(),
+                micros: t,
+            })
+            .collect();
+        assert_eq!(
+            Record::new(1.0, 5.0, many, (1.0, 5.0)),
+            Err(RecordError::Oversized(MAX_HOLES + 1))
+        );
     }
 
     #[test]

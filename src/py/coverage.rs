@@ -10,7 +10,7 @@ use super::error::{finish, Extracted, Outcome};
 use super::extract::{Batch, Extractor, Need};
 use crate::core::coverage::{self, Coverage};
 use crate::core::event::EventView;
-use crate::core::exact::{Extent, Hole, Key, Record, METADATA_KEY, VERSION};
+use crate::core::exact::{Extent, Hole, Key, Record, METADATA_KEY};
 use crate::core::filter::Item;
 use crate::core::{guarded, Sym};
 use pyo3::intern;
@@ -132,10 +132,6 @@ fn record_of(
     ))
 }
 
-fn indices<'py>(py: Python<'py>, positions: &[usize]) -> PyResult<Bound<'py, PyList>> {
-    PyList::new(py, positions)
-}
-
 /// Exact mode's `_process_compaction_events`: `(prompt, problems)`, the
 /// prompt being the raw events no surviving compaction covers and
 /// `make_summary(event)` of every surviving compaction event (called in
@@ -198,7 +194,11 @@ pub fn exact_sliding_window<'py>(
             )
         })?;
         let covered: Vec<bool> = handed.iter().map(|&p| cov.hidden[p]).collect();
-        Ok((indices(py, &handed)?, PyList::new(py, covered)?, r.problems))
+        Ok((
+            PyList::new(py, handed)?,
+            PyList::new(py, covered)?,
+            r.problems,
+        ))
     };
     finish(py, "_run_compaction_for_sliding_window", run())
 }
@@ -218,7 +218,11 @@ pub fn exact_token_threshold<'py>(
         let (views, ids, cov) = (r.views(), &r.ids, &r.coverage);
         let plan = py.detach(|| guarded(|| Ok(coverage::token(views, ids, cov, retention))))?;
         let (window, seeds) = plan.map(|p| (p.window, p.seeds)).unwrap_or_default();
-        Ok((indices(py, &window)?, indices(py, &seeds)?, r.problems))
+        Ok((
+            PyList::new(py, window)?,
+            PyList::new(py, seeds)?,
+            r.problems,
+        ))
     };
     finish(py, "_run_compaction_for_token_threshold_config", run())
 }
@@ -272,22 +276,9 @@ pub fn exact_record<'py>(
             keys.extend(Key::of(invocation, *t));
         }
     }
-    keys.sort();
-    keys.dedup();
     let (plain_start, plain_end) = w.plain.unwrap_or_else(|| nothing_between(w.start, w.end));
-    let record = Record {
-        v: VERSION,
-        start: w.start,
-        end: w.end,
-        holes: keys,
-    };
-    // What is written must read back: the reader's own checks.
-    let record = Record::from_value(
-        serde_json::to_value(&record).unwrap_or_default(),
-        (plain_start, plain_end),
-    )?;
-    let dict = pythonize::pythonize(py, &record)
-        .map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("coverage record: {e}")))?;
+    let record = Record::new(w.start, w.end, keys, (plain_start, plain_end))?;
+    let dict = super::exact::to_python(py, &record)?;
     Ok(Some((dict, plain_start, plain_end)))
 }
 

@@ -4,7 +4,7 @@
 //! dict: it crosses as config-shaped data, through pythonize, never on the
 //! per-event hot path.
 
-use crate::core::exact::{Key, Record, RecordError, VERSION};
+use crate::core::exact::{Key, Record, RecordError};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
@@ -32,7 +32,7 @@ pub fn new_coverage_record(
     end: f64,
     holes: Vec<(String, f64)>,
 ) -> PyResult<Bound<'_, PyAny>> {
-    let mut keys = holes
+    let keys = holes
         .iter()
         .map(|(invocation, timestamp)| {
             Key::of(invocation, *timestamp).ok_or_else(|| {
@@ -40,23 +40,11 @@ pub fn new_coverage_record(
             })
         })
         .collect::<PyResult<Vec<Key>>>()?;
-    keys.sort();
-    keys.dedup();
-    let record = Record {
-        v: VERSION,
-        start,
-        end,
-        holes: keys,
-    };
-    // What is written must read back: the same checks as a reader's.
-    let record = Record::from_value(
-        serde_json::to_value(&record).unwrap_or_default(),
-        (start, end),
-    )?;
-    to_python(py, &record)
+    to_python(py, &Record::new(start, end, keys, (start, end))?)
 }
 
-fn to_python<'py>(py: Python<'py>, record: &Record) -> PyResult<Bound<'py, PyAny>> {
+/// A record as the dict stored in `custom_metadata`.
+pub(super) fn to_python<'py>(py: Python<'py>, record: &Record) -> PyResult<Bound<'py, PyAny>> {
     pythonize::pythonize(py, record)
         .map_err(|e| PyValueError::new_err(format!("coverage record: {e}")))
 }
