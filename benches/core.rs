@@ -3,6 +3,8 @@
 
 use adk_fastcompact::core::{
     analysis::analyze_all,
+    coverage::{self, Coverage},
+    exact::Extent,
     filter::process_compaction_events,
     index::{group, id_key, EventIndex},
     ranges::compaction_ranges,
@@ -209,6 +211,58 @@ fn bench(c: &mut Criterion) {
     group.finish();
 }
 
+/// Exact mode's extents of `events`' compactions (record-less: intervals).
+fn extents_of(events: &[EventView]) -> Vec<Extent> {
+    events
+        .iter()
+        .enumerate()
+        .filter_map(|(at, e)| {
+            let (s, t) = e.compaction?.bounds()?;
+            Some(Extent::new(at, s, t, Vec::new()))
+        })
+        .collect()
+}
+
+/// Baseline of exact mode's coverage: every compaction's coverage listed,
+/// containment by set inclusion.
+fn naive_coverage(events: &[EventView], extents: &[Extent]) -> usize {
+    let cov: Vec<Vec<usize>> = extents
+        .iter()
+        .map(|x| (0..x.at).filter(|&p| x.covers(p, &events[p])).collect())
+        .collect();
+    (0..extents.len())
+        .filter(|&a| {
+            !(0..extents.len()).any(|b| {
+                b != a
+                    && cov[a].iter().all(|p| cov[b].binary_search(p).is_ok())
+                    && (cov[a].len() < cov[b].len() || extents[b].at > extents[a].at)
+            })
+        })
+        .count()
+}
+
+fn bench_exact(c: &mut Criterion) {
+    let mut group = c.benchmark_group("exact");
+    for n in [1_000usize, 10_000, 50_000] {
+        let events = session(n);
+        // Exact mode's prompt beside parity's `process_compaction_events`
+        // (group "core") on the same events.
+        group.bench_with_input(BenchmarkId::new("prompt", n), &events, |b, ev| {
+            b.iter(|| {
+                let cov = Coverage::new(black_box(ev), extents_of(ev));
+                coverage::prompt(ev, &cov).len()
+            })
+        });
+        if n <= 10_000 {
+            let extents = extents_of(&events);
+            group.bench_with_input(BenchmarkId::new("naive_coverage", n), &events, |b, ev| {
+                b.iter(|| naive_coverage(black_box(ev), &extents))
+            });
+        }
+    }
+    group.finish();
+}
+
 fn bench_analysis(c: &mut Criterion) {
     let mut group = c.benchmark_group("analyze_sessions");
     let sessions: Vec<(Vec<EventView>, Vec<u32>)> =
@@ -227,5 +281,5 @@ fn bench_analysis(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench, bench_index, bench_analysis);
+criterion_group!(benches, bench, bench_index, bench_exact, bench_analysis);
 criterion_main!(benches);

@@ -27,12 +27,15 @@ the summarizer, reads the store and sizes the contents it prices.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import AsyncGenerator, Sequence
 from contextvars import ContextVar
 from typing import Any
 
 from google.adk.apps import compaction as _adk
 from google.adk.events.event import Event
+from google.adk.sessions.base_session_service import GetSessionConfig
+from google.adk.sessions.in_memory_session_service import InMemorySessionService
 
 from . import _compaction, _exact, _filtering, _native, _reference, _summaries
 
@@ -61,7 +64,10 @@ def process_compaction_events(events: list[Event], agent_name: str = "") -> list
     def summary(event: Event) -> Event:
         return _summaries.summary_event(event, author)
 
-    out = _native.exact_prompt(events, summary)
+    # As in parity mode: summaries are handed out again only while building
+    # one draws no id anyone can observe.
+    reuse = _summaries.ids_unobservable()
+    out = _native.exact_prompt(events, summary, author if reuse else None)
     if out is None:
         # Declined (counted and logged by the core): google-adk's reading.
         return _reference.original("process_compaction_events")(events, agent_name)
@@ -83,14 +89,43 @@ def prompt_chars_saved(*, events: list[Event], compaction_event: Event) -> int:
     return removable - _size(compaction.compacted_content)
 
 
-async def _stored_events(session: Any, session_service: Any) -> list[Event] | None:
-    """The session's events as the store holds them now, or None when it
-    cannot be read (the compaction is then dropped: it could not be checked
-    against concurrent appends)."""
+# Timestamps SQL stores keep to the microsecond: a re-read asks for events
+# from a little before the window, so truncation cannot leave one out.
+_SINCE_MARGIN = 1e-5
+
+
+async def _stored_events(session: Any, session_service: Any, since: float) -> list[Event] | None:
+    """The session's events as the store holds them now, at least those
+    stamped from `since` on, or None when it cannot be read (the compaction
+    is then dropped: it could not be checked against concurrent appends).
+
+    `InMemorySessionService` (its own `get_session`) is read in place: its
+    `get_session` deep-copies the events, and its `after_timestamp` filter
+    returns a suffix of storage order, which can leave out an event stamped
+    inside the window and stored before one stamped earlier. Every other
+    service is asked for the events stamped from `since` on (the database
+    and Vertex AI services filter by timestamp): only those can fall inside
+    the new compaction's interval.
+    """
     try:
-        stored = await session_service.get_session(
-            app_name=session.app_name, user_id=session.user_id, session_id=session.id
-        )
+        if (
+            isinstance(session_service, InMemorySessionService)
+            and type(session_service).get_session is InMemorySessionService.get_session
+        ):
+            by_user = session_service.sessions.get(session.app_name, {})
+            stored = by_user.get(session.user_id, {}).get(session.id)
+        else:
+            config = (
+                GetSessionConfig(after_timestamp=since - _SINCE_MARGIN)
+                if math.isfinite(since)
+                else None
+            )
+            stored = await session_service.get_session(
+                app_name=session.app_name,
+                user_id=session.user_id,
+                session_id=session.id,
+                config=config,
+            )
     except Exception:  # the store's failure is not the turn's
         logger.warning(
             "exact mode: re-reading session %s before appending a compaction failed;"
@@ -105,7 +140,39 @@ async def _stored_events(session: Any, session_service: Any) -> list[Event] | No
             session.id,
         )
         return None
-    return list(stored.events)
+    return list(stored.events) if stored.events is not session.events else session.events
+
+
+def _foreign(session: Any, stored: list[Event]) -> list[Event]:
+    """The events of `stored` that this invocation's copy of the session
+    lacks (appended by another invocation), compared by id."""
+    if stored is session.events:
+        return []
+    positions = _native.exact_foreign(session.events, stored)
+    if positions is not None:
+        return [stored[i] for i in positions]
+    known = {event.id for event in session.events}
+    return [event for event in stored if event.id not in known]
+
+
+def _earliest(events: list[Event], handed: Sequence[int], seeds: Sequence[int]) -> float:
+    """The earliest timestamp the new compaction's interval can reach: its
+    handed events', and the seeds' bounds and record starts (the record's
+    interval can reach before plain bounds narrowed for plain readers);
+    -inf when one is not a finite number (the whole session is re-read)."""
+    times: list[Any] = [events[i].timestamp for i in handed]
+    for i in seeds:
+        seed = events[i]
+        compaction = seed.actions.compaction
+        if compaction is not None:
+            times += [compaction.start_timestamp, compaction.end_timestamp]
+        record = (seed.custom_metadata or {}).get(_exact.METADATA_KEY)
+        if isinstance(record, dict) and "start" in record:
+            times.append(record["start"])
+    finite = [t for t in times if isinstance(t, (int, float)) and math.isfinite(t)]
+    if len(finite) < len(times) or not finite:
+        return -math.inf
+    return float(min(finite))
 
 
 async def _recorded(
@@ -131,13 +198,12 @@ async def _recorded(
     if compaction is None or compaction.compacted_content is None:
         # Not a summary: nothing is covered by it; google-adk appends it as is.
         return compaction_event
-    stored = await _stored_events(session, session_service)
+    stored = await _stored_events(session, session_service, _earliest(events, handed, seeds))
     if stored is None:
         return None
-    known = {event.id for event in session.events}
     foreign: list[tuple[str, float]] = []
-    for event in stored:
-        if event.id in known or event.isolation_scope != scope:
+    for event in _foreign(session, stored):
+        if event.isolation_scope != scope:
             continue
         if event.actions and event.actions.compaction:
             logger.info(

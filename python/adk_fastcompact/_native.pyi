@@ -23,6 +23,7 @@ __all__ = [
     "decline_counts",
     "decline_totals",
     "exact_prompt",
+    "exact_foreign",
     "exact_record",
     "exact_sliding_window",
     "exact_token_threshold",
@@ -98,7 +99,9 @@ def new_coverage_record(start: float, end: float, holes: list[tuple[str, float]]
     """
 
 def exact_prompt(
-    events: list[Event], make_summary: Callable[[Event], Event]
+    events: list[Event],
+    make_summary: Callable[[Event], Event],
+    reuse_for: str | None = None,
 ) -> tuple[list[Event], list[tuple[int, str]]] | None:
     """Exact mode's `_process_compaction_events`.
 
@@ -106,6 +109,10 @@ def exact_prompt(
       events: The events prompt assembly filters.
       make_summary: Builds the summary of a surviving compaction event
         (called once per survivor, in event order).
+      reuse_for: As for `process_compaction_events`: the summaries' author
+        when building one draws no observable id; summaries cached for the
+        same compaction event are then handed out again and new ones built
+        in Rust.
 
     Returns:
       `(prompt, problems)`: the raw events no surviving compaction covers
@@ -134,6 +141,13 @@ def exact_token_threshold(
       `(window, seeds, problems)`: raw events to summarize, the surviving
       compaction events whose summaries seed the new one (both empty: do
       not run), and the unused records; None to decline.
+    """
+
+def exact_foreign(events: list[Event], stored: list[Event]) -> list[int] | None:
+    """The positions in `stored` (the session as its store holds it) of the
+    events `events` (this invocation's copy) lacks, compared by event id
+    through the session's index; None when either list does not go through
+    the index (compare ids instead).
     """
 
 def exact_record(
@@ -243,6 +257,8 @@ def index_stats() -> dict[str, object]:
       re-injected nothing, on both lists again or extended at their ends,
       or from the last one that re-injected, on the very same lists),
       `selections_reused` (a sliding-window or token-threshold selection
+      answered from the session's last one, asked the same on the very
+      same list), `exact_reused` (an exact-mode prompt or selection
       answered from the session's last one, asked the same on the very
       same list), `completed` (events a selection read for function-call
       data or usage counts beyond what its list was resolved for; with

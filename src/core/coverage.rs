@@ -6,9 +6,10 @@
 //! computation live in [`super::exact`]; this module composes them.
 
 use super::event::{EventView, Sym};
-use super::exact::{survivors, Extent};
+use super::exact::Extent;
 use super::filter::Item;
 use super::hash::{FastMap, FastSet};
+use super::subsume::survivors;
 
 /// What a session's compactions cover, read in exact mode.
 #[derive(Debug, Clone)]

@@ -364,51 +364,10 @@ pub fn plain_bounds(
     best.map(|(_, lo, hi)| (lo, hi))
 }
 
-/// Whether compaction `a`'s coverage is inside `b`'s, so that `b` stands
-/// for everything `a` does (`covered[pos]` lists the extents, by index in
-/// `extents`, covering the raw event at `pos`).
-fn within(a: usize, b: usize, covered_by_a: &[usize], covered: &[Vec<u32>]) -> bool {
-    covered_by_a
-        .iter()
-        .all(|&pos| covered[pos].contains(&(b as u32)))
-        && a != b
-}
-
-/// The compactions that survive in exact mode, by index in `extents`: one
-/// whose coverage another's contains is dropped (of two with the same
-/// coverage, the later survives), as google-adk drops a contained interval.
-/// Also returns, per raw event, whether a survivor covers it.
-pub fn survivors(events: &[EventView], extents: &[Extent]) -> (Vec<usize>, Vec<bool>) {
-    let mut covered: Vec<Vec<u32>> = vec![Vec::new(); events.len()];
-    let mut by: Vec<Vec<usize>> = vec![Vec::new(); extents.len()];
-    for (k, x) in extents.iter().enumerate() {
-        for (pos, e) in events.iter().enumerate().take(x.at) {
-            if x.covers(pos, e) {
-                covered[pos].push(k as u32);
-                by[k].push(pos);
-            }
-        }
-    }
-    let survive: Vec<usize> = (0..extents.len())
-        .filter(|&a| {
-            !(0..extents.len()).any(|b| {
-                within(a, b, &by[a], &covered)
-                    && (by[a].len() < by[b].len() || extents[b].at > extents[a].at)
-            })
-        })
-        .collect();
-    let mut hidden = vec![false; events.len()];
-    for &k in &survive {
-        for &pos in &by[k] {
-            hidden[pos] = true;
-        }
-    }
-    (survive, hidden)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::subsume::survivors;
 
     fn raw(t: f64, inv: u32) -> EventView {
         EventView {

@@ -14,6 +14,7 @@ pub mod ranges;
 pub mod recover;
 pub mod rewind;
 pub mod slot_table;
+pub mod subsume;
 pub mod texts;
 pub mod uuid;
 pub mod window;

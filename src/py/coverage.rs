@@ -7,17 +7,36 @@
 //! interval; the Python side warns (`_exact`).
 
 use super::error::{finish, Extracted, Outcome};
-use super::extract::{Batch, Extractor, Need};
+use super::extract::{Extractor, Need};
+use super::filter::materialize;
+use super::index::{
+    encode_item, exact_again, exact_prompt_again, load, ExactAnswer, ExactAsked, Loaded,
+};
+use super::scratch::Views;
 use crate::core::coverage::{self, Coverage};
 use crate::core::event::EventView;
 use crate::core::exact::{Extent, Hole, Key, Record, METADATA_KEY};
-use crate::core::filter::Item;
 use crate::core::{guarded, Sym};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
+use pyo3::types::{PyDict, PyList, PyString};
+use std::sync::Arc;
 
-/// What exact mode reads of every event.
+/// What exact mode's prompt reads of every event: what parity's reads
+/// (the invocation ids a hole names are read only where a record has one).
+const PROMPT: Need = Need {
+    timestamp: true,
+    compaction: true,
+    rewind: false,
+    invocation: false,
+    parts: false,
+    window: false,
+    pairing: false,
+    usage: false,
+};
+
+/// What exact mode's window selection reads of every event: coverage, and
+/// the function-call links that keep call groups whole.
 const EXACT: Need = Need {
     timestamp: true,
     compaction: true,
@@ -37,30 +56,39 @@ type Plan<'py> = (Bound<'py, PyList>, Bound<'py, PyList>, Problems);
 
 /// A session read for exact mode.
 struct Read<'py> {
-    batch: Batch<'py>,
-    ids: Vec<Sym>,
+    loaded: Loaded<'py>,
+    views: Views,
     coverage: Coverage,
     problems: Problems,
 }
 
 impl<'py> Read<'py> {
     fn views(&self) -> &[EventView] {
-        &self.batch.views
+        &self.views
+    }
+
+    fn ids(&self) -> &[Sym] {
+        &self.loaded.ex.ids
     }
 }
 
-fn read<'py>(events: &Bound<'py, PyAny>) -> Extracted<Read<'py>> {
+/// Reads `events` through the session's index (as parity mode does: a
+/// session seen before is answered from what its objects showed), then the
+/// coverage record of every compaction event.
+fn read<'py>(events: &Bound<'py, PyAny>, need: Need) -> Extracted<Read<'py>> {
     let py = events.py();
-    let list = Extractor::list(events)?;
-    let mut extractor = Extractor::new(py)?;
-    let batch = extractor.batch(list, EXACT)?;
+    let mut loaded = load(events, need)?;
+    let mut views = std::mem::take(&mut loaded.views);
     let mut extents = Vec::new();
     let mut problems = Problems::new();
-    for (pos, view) in batch.views.iter().enumerate() {
+    for (pos, view) in views.iter().enumerate() {
         let Some((start, end)) = view.compaction.and_then(|c| c.bounds()) else {
             continue;
         };
-        let record = match record_of(&batch.objects[pos], (start, end))? {
+        let object = loaded
+            .object(pos)
+            .ok_or(Outcome::Decline("internal error"))?;
+        let record = match record_of(object, (start, end))? {
             Some(Ok(record)) => Some(record),
             Some(Err(why)) => {
                 problems.push((pos, why));
@@ -74,7 +102,7 @@ fn read<'py>(events: &Bound<'py, PyAny>) -> Extracted<Read<'py>> {
                 for key in &r.holes {
                     holes.push(Hole {
                         micros: key.micros,
-                        invocation: intern(&mut extractor, &key.invocation)?,
+                        invocation: intern(&mut loaded.ex, &key.invocation)?,
                     });
                 }
                 Extent::new(pos, r.start, r.end, holes)
@@ -85,12 +113,22 @@ fn read<'py>(events: &Bound<'py, PyAny>) -> Extracted<Read<'py>> {
         };
         extents.push(extent);
     }
-    let ids = std::mem::take(&mut extractor.ids);
-    let views = &batch.views;
-    let coverage = py.detach(|| guarded(|| Ok(Coverage::new(views, extents))))?;
+    if !need.invocation && extents.iter().any(|x| !x.holes.is_empty()) {
+        // A hole names an event by invocation: every event's is needed.
+        let all: Vec<usize> = (0..views.len()).collect();
+        let objects = std::mem::take(&mut loaded.objects);
+        let need = Need {
+            invocation: true,
+            ..need
+        };
+        let done = loaded.complete(&objects, &mut views, &all, need);
+        loaded.objects = objects;
+        done?;
+    }
+    let coverage = py.detach(|| guarded(|| Ok(Coverage::new(&views, extents))))?;
     Ok(Read {
-        batch,
-        ids,
+        loaded,
+        views,
         coverage,
         problems,
     })
@@ -135,43 +173,72 @@ fn record_of(
 /// Exact mode's `_process_compaction_events`: `(prompt, problems)`, the
 /// prompt being the raw events no surviving compaction covers and
 /// `make_summary(event)` of every surviving compaction event (called in
-/// event order), in prompt order; `None` to decline.
+/// event order), in prompt order; `None` to decline. `reuse_for` as for
+/// parity's `process_compaction_events`: summaries cached for the same
+/// compaction event and author are handed out again, new ones built in
+/// Rust.
 #[pyfunction]
+#[pyo3(signature = (events, make_summary, reuse_for = None))]
 pub fn exact_prompt<'py>(
     events: &Bound<'py, PyAny>,
     make_summary: &Bound<'py, PyAny>,
+    reuse_for: Option<&Bound<'py, PyString>>,
 ) -> PyResult<Option<(Bound<'py, PyList>, Problems)>> {
     finish(
         events.py(),
         "_process_compaction_events",
-        run_prompt(events, make_summary),
+        run_prompt(events, make_summary, reuse_for),
     )
 }
 
 fn run_prompt<'py>(
     events: &Bound<'py, PyAny>,
     make_summary: &Bound<'py, PyAny>,
+    reuse_for: Option<&Bound<'py, PyString>>,
 ) -> Extracted<(Bound<'py, PyList>, Problems)> {
     let py = events.py();
-    let r = read(events)?;
-    let views = r.views();
-    let cov = &r.coverage;
+    let list = Extractor::list(events)?;
+    if let Some((mut loaded, items, problems)) = exact_prompt_again(list)? {
+        let out = materialize(&mut loaded, &items, make_summary, reuse_for)?;
+        return Ok((out, problems));
+    }
+    let mut r = read(events, PROMPT)?;
+    let (views, cov) = (&r.views, &r.coverage);
     let items = py.detach(|| guarded(|| Ok(coverage::prompt(views, cov))))?;
-    let mut summaries: Vec<Option<Bound<'py, PyAny>>> = vec![None; views.len()];
-    for at in cov.surviving_events() {
-        summaries[at] = Some(make_summary.call1((&r.batch.objects[at],))?);
-    }
-    let out = PyList::empty(py);
-    for item in items {
-        match item {
-            Item::Raw(pos) => out.append(&r.batch.objects[pos])?,
-            Item::Summary(at) => match &summaries[at] {
-                Some(summary) => out.append(summary)?,
-                None => return Err(Outcome::Decline("internal error")),
-            },
-        }
-    }
+    let answer = ExactAnswer {
+        first: items.iter().map(|&item| encode_item(item)).collect(),
+        second: Vec::new(),
+        problems: r.problems.clone(),
+    };
+    r.loaded
+        .remember_exact(ExactAsked::Prompt, Arc::new(answer));
+    let out = materialize(&mut r.loaded, &items, make_summary, reuse_for)?;
     Ok((out, r.problems))
+}
+
+/// Exact mode's answer to `asked` on `events`: remembered for the very same
+/// list, or computed by `compute` (over the read session) and remembered.
+fn answer<'py>(
+    events: &Bound<'py, PyAny>,
+    asked: ExactAsked,
+    compute: impl FnOnce(&Read<'py>) -> Extracted<(Vec<u32>, Vec<u32>)>,
+) -> Extracted<Arc<ExactAnswer>> {
+    let list = Extractor::list(events)?;
+    let answer = match exact_again(list, asked)? {
+        Some(answer) => answer,
+        None => {
+            let mut r = read(events, EXACT)?;
+            let (first, second) = compute(&r)?;
+            let answer = Arc::new(ExactAnswer {
+                first,
+                second,
+                problems: std::mem::take(&mut r.problems),
+            });
+            r.loaded.remember_exact(asked, answer.clone());
+            answer
+        }
+    };
+    Ok(answer)
 }
 
 /// Exact mode's sliding-window selection over `events` (rewound and
@@ -185,22 +252,25 @@ pub fn exact_sliding_window<'py>(
     overlap: i64,
 ) -> PyResult<Option<Plan<'py>>> {
     let py = events.py();
-    let run = || -> Extracted<_> {
-        let r = read(events)?;
-        let (views, ids, cov) = (r.views(), &r.ids, &r.coverage);
+    let plan = answer(events, ExactAsked::Sliding(interval, overlap), |r| {
+        let (views, ids, cov) = (r.views(), r.ids(), &r.coverage);
         let handed = py.detach(|| {
             guarded(
                 || Ok(coverage::sliding(views, ids, cov, interval, overlap).unwrap_or_default()),
             )
         })?;
-        let covered: Vec<bool> = handed.iter().map(|&p| cov.hidden[p]).collect();
+        let covered = handed.iter().map(|&p| u32::from(cov.hidden[p])).collect();
+        Ok((handed.iter().map(|&p| p as u32).collect(), covered))
+    });
+    let plan = plan.and_then(|a| {
+        let covered = a.second.iter().map(|&flag| flag != 0);
         Ok((
-            PyList::new(py, handed)?,
+            PyList::new(py, &a.first)?,
             PyList::new(py, covered)?,
-            r.problems,
+            a.problems.clone(),
         ))
-    };
-    finish(py, "_run_compaction_for_sliding_window", run())
+    });
+    finish(py, "_run_compaction_for_sliding_window", plan)
 }
 
 /// Exact mode's tail-retention selection over `events` (rewound and
@@ -213,18 +283,21 @@ pub fn exact_token_threshold<'py>(
     retention: usize,
 ) -> PyResult<Option<Plan<'py>>> {
     let py = events.py();
-    let run = || -> Extracted<_> {
-        let r = read(events)?;
-        let (views, ids, cov) = (r.views(), &r.ids, &r.coverage);
+    let plan = answer(events, ExactAsked::Token(retention), |r| {
+        let (views, ids, cov) = (r.views(), r.ids(), &r.coverage);
         let plan = py.detach(|| guarded(|| Ok(coverage::token(views, ids, cov, retention))))?;
         let (window, seeds) = plan.map(|p| (p.window, p.seeds)).unwrap_or_default();
+        let positions = |v: Vec<usize>| v.into_iter().map(|p| p as u32).collect();
+        Ok((positions(window), positions(seeds)))
+    });
+    let plan = plan.and_then(|a| {
         Ok((
-            PyList::new(py, window)?,
-            PyList::new(py, seeds)?,
-            r.problems,
+            PyList::new(py, &a.first)?,
+            PyList::new(py, &a.second)?,
+            a.problems.clone(),
         ))
-    };
-    finish(py, "_run_compaction_for_token_threshold_config", run())
+    });
+    finish(py, "_run_compaction_for_token_threshold_config", plan)
 }
 
 /// The coverage record of a compaction about to be appended to `events`:
@@ -243,7 +316,7 @@ pub fn exact_record<'py>(
     foreign: Vec<(String, f64)>,
 ) -> PyResult<Option<(Bound<'py, PyAny>, f64, f64)>> {
     let py = events.py();
-    let r = match read(events) {
+    let r = match read(events, PROMPT) {
         Ok(r) => r,
         Err(Outcome::Error(e)) => return Err(e),
         Err(Outcome::Decline(why)) => {
@@ -265,7 +338,10 @@ pub fn exact_record<'py>(
     };
     let mut keys: Vec<Key> = Vec::with_capacity(w.holes.len() + foreign.len());
     for &p in &w.holes {
-        let invocation: String = r.batch.objects[p]
+        let object = r.loaded.object(p).ok_or_else(|| {
+            pyo3::exceptions::PyValueError::new_err(format!("position {p} was not read"))
+        })?;
+        let invocation: String = object
             .getattr(intern!(py, "invocation_id"))?
             .extract::<Option<String>>()?
             .unwrap_or_default();
@@ -280,6 +356,44 @@ pub fn exact_record<'py>(
     let record = Record::new(w.start, w.end, keys, (plain_start, plain_end))?;
     let dict = super::exact::to_python(py, &record)?;
     Ok(Some((dict, plain_start, plain_end)))
+}
+
+/// What identifying an event needs: nothing beyond its id, which every
+/// read takes.
+const IDENTITY: Need = Need {
+    timestamp: false,
+    compaction: false,
+    rewind: false,
+    invocation: false,
+    parts: false,
+    window: false,
+    pairing: false,
+    usage: false,
+};
+
+/// The positions in `stored` (the session as its store holds it) of the
+/// events `events` (this invocation's copy) lacks, by event id through the
+/// session's index; `None` when either list does not go through it (the
+/// caller then compares ids itself).
+#[pyfunction]
+pub fn exact_foreign(events: &Bound<'_, PyAny>, stored: &Bound<'_, PyAny>) -> Option<Vec<usize>> {
+    let ours = load(events, IDENTITY).ok()?;
+    let mut known = vec![false; 0];
+    for &slot in ours.bound_slots()? {
+        let slot = slot as usize;
+        if slot >= known.len() {
+            known.resize(slot + 1, false);
+        }
+        known[slot] = true;
+    }
+    drop(ours);
+    let theirs = load(stored, IDENTITY).ok()?;
+    let slots = theirs.bound_slots()?;
+    Some(
+        (0..slots.len())
+            .filter(|&i| !known.get(slots[i] as usize).copied().unwrap_or(false))
+            .collect(),
+    )
 }
 
 /// Inverted bounds: a reader of the bare interval hides nothing with them

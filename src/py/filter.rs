@@ -3,7 +3,7 @@
 use super::error::{finish, Extracted, Outcome};
 use super::extract::Extractor;
 use super::extract::Need;
-use super::index::{filter_again, load};
+use super::index::{filter_again, load, Loaded};
 use super::summary;
 use super::window::Selected;
 use crate::core::filter::{self, Item, PresenceDiff};
@@ -68,8 +68,23 @@ fn run<'py>(
             (batch, items)
         }
     };
+    materialize(&mut batch, &items, make_summary, reuse_for)
+}
+
+/// The filtered history `items` names in `batch`: raw events are the
+/// batch's objects, summaries `make_summary(event)` of their compaction
+/// events, called in creation order, or with `reuse_for` (see
+/// [`process_compaction_events`]) the summaries cached for them or built in
+/// Rust.
+pub fn materialize<'py>(
+    batch: &mut Loaded<'py>,
+    items: &[Item],
+    make_summary: &Bound<'py, PyAny>,
+    reuse_for: Option<&Bound<'py, PyString>>,
+) -> Extracted<Bound<'py, PyList>> {
+    let py = make_summary.py();
     let mut summaries: Vec<Option<Bound<'py, PyAny>>> = vec![None; batch.len()];
-    let order = filter::summaries_in_creation_order(&items);
+    let order = filter::summaries_in_creation_order(items);
     // Summaries built in Rust (only where ids are unobservable) all have one
     // size, measured on the first.
     let mut builder = None;
@@ -129,7 +144,7 @@ fn run<'py>(
         summaries[index] = Some(summary);
     }
     let mut out = Vec::with_capacity(items.len());
-    for item in &items {
+    for item in items {
         out.push(match *item {
             Item::Raw(i) => batch.object(i).ok_or(Outcome::Decline("internal error"))?,
             // Every summary index was materialized above; a miss is our bug

@@ -128,6 +128,9 @@ struct Tracked {
     /// through the index, to answer the next one asked the same on the
     /// very same list (see [`selection_again`]).
     selection: Option<SelectionMemo>,
+    /// Exact mode's last answers on this session, one per question (see
+    /// [`exact_again`]).
+    exact: Vec<ExactMemo>,
     /// Bumped whenever what a slot stores changes, so a remembered result
     /// is only reused over unchanged views. (Binding a slot to another
     /// object of equal values does not bump it: a remembered result checks
@@ -386,10 +389,18 @@ struct FilterMemo {
 pub const SUMMARY_BIT: u32 = 1 << 31;
 
 /// An item of a filtering result as [`FilterMemo::items`] keeps it.
-fn encode_item(item: Item) -> u32 {
+pub fn encode_item(item: Item) -> u32 {
     match item {
         Item::Raw(i) => i as u32,
         Item::Summary(i) => i as u32 | SUMMARY_BIT,
+    }
+}
+
+/// The item [`encode_item`] encoded.
+pub fn decode_item(i: u32) -> Item {
+    match i & SUMMARY_BIT {
+        0 => Item::Raw(i as usize),
+        _ => Item::Summary((i & !SUMMARY_BIT) as usize),
     }
 }
 
@@ -399,13 +410,7 @@ impl FilterMemo {
     }
 
     fn items(&self) -> Vec<Item> {
-        self.items
-            .iter()
-            .map(|&i| match i & SUMMARY_BIT {
-                0 => Item::Raw(i as usize),
-                _ => Item::Summary((i & !SUMMARY_BIT) as usize),
-            })
-            .collect()
+        self.items.iter().map(|&i| decode_item(i)).collect()
     }
 }
 
@@ -463,6 +468,44 @@ impl SelectionMemo {
     fn memory_bytes(&self) -> usize {
         self.plan.memory_bytes() + 64
     }
+}
+
+/// What exact mode asked of a list (see [`exact_again`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ExactAsked {
+    /// The prompt.
+    Prompt,
+    /// A sliding-window selection: interval and overlap.
+    Sliding(i64, i64),
+    /// A tail-retention selection: the retained events.
+    Token(usize),
+}
+
+/// An exact-mode answer: up to two lists of positions (a prompt's items,
+/// or a selection's two lists) and the records that were not used.
+#[derive(Debug, Default)]
+pub struct ExactAnswer {
+    pub first: Vec<u32>,
+    pub second: Vec<u32>,
+    pub problems: Vec<(usize, String)>,
+}
+
+impl ExactAnswer {
+    fn memory_bytes(&self) -> usize {
+        (self.first.capacity() + self.second.capacity()) * 4
+            + self
+                .problems
+                .iter()
+                .map(|(_, why)| why.len() + 32)
+                .sum::<usize>()
+    }
+}
+
+/// An exact-mode answer and the list it was computed on.
+struct ExactMemo {
+    seen: Seen,
+    asked: ExactAsked,
+    answer: Arc<ExactAnswer>,
 }
 
 /// A summary Event handed out for a compaction event, and what it was
@@ -787,6 +830,7 @@ impl Tracked {
             recovered: None,
             reinjected: None,
             selection: None,
+            exact: Vec::new(),
             generation: 0,
             seen: Vec::new(),
             seen_first: None,
@@ -809,6 +853,7 @@ impl Tracked {
         ]
         .into_iter()
         .flatten()
+        .chain(self.exact.iter().map(|m| &m.seen))
     }
 
     fn seens_mut(&mut self) -> impl Iterator<Item = &mut Seen> {
@@ -822,6 +867,7 @@ impl Tracked {
         ]
         .into_iter()
         .flatten()
+        .chain(self.exact.iter_mut().map(|m| &mut m.seen))
     }
 
     /// A record a remembered result holds that begins with `addrs` and
@@ -891,6 +937,11 @@ impl Tracked {
             + self.ranges.as_ref().map_or(0, RangesMemo::memory_bytes)
             + self.filtered.as_ref().map_or(0, FilterMemo::memory_bytes)
             + self.recovered.as_ref().map_or(0, RecoverMemo::memory_bytes)
+            + self
+                .exact
+                .iter()
+                .map(|m| m.answer.memory_bytes() + 64)
+                .sum::<usize>()
             + self
                 .reinjected
                 .as_ref()
@@ -1201,6 +1252,7 @@ struct Counters {
     filters_reused: u64,
     recoveries_reused: u64,
     selections_reused: u64,
+    exact_reused: u64,
     completed: u64,
     copied: u64,
     copy_nanos: u64,
@@ -1235,6 +1287,7 @@ static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
         filters_reused: 0,
         recoveries_reused: 0,
         selections_reused: 0,
+        exact_reused: 0,
         completed: 0,
         copied: 0,
         copy_nanos: 0,
@@ -1326,6 +1379,16 @@ impl<'py> Loaded<'py> {
         }
         let k = *self.at.get(i)?;
         self.objects.get(k as usize)
+    }
+
+    /// The slot each position's object is bound to, when every one is
+    /// (the list went through the index and each event could be stored).
+    pub fn bound_slots(&self) -> Option<&[Slot]> {
+        let bound = self.checkout.is_some()
+            && self.at.is_empty()
+            && self.slots.len() == self.objects.len()
+            && !self.slots.contains(&Slot::MAX);
+        bound.then_some(&self.slots[..])
     }
 
     /// Positions in the list.
@@ -1655,6 +1718,23 @@ impl<'py> Loaded<'py> {
             Seen::of(t, objects, &self.slots).map(|seen| SelectionMemo { seen, asked, plan });
     }
 
+    /// Remembers `answer`, exact mode's answer to `asked` on this call's
+    /// list, for [`exact_again`] (when every item is bound).
+    pub fn remember_exact(&mut self, asked: ExactAsked, answer: Arc<ExactAnswer>) {
+        let Some(t) = memo_index(&mut self.checkout, &self.at) else {
+            return;
+        };
+        let Some(seen) = Seen::of(t, &self.objects, &self.slots) else {
+            return;
+        };
+        t.exact.retain(|m| m.asked != asked);
+        t.exact.push(ExactMemo {
+            seen,
+            asked,
+            answer,
+        });
+    }
+
     /// Remembers `kept`, the result of `apply_rewinds` on this call's list,
     /// for [`rewinds_again`] (when every item is bound).
     pub fn remember_rewinds(&mut self, kept: &[usize]) {
@@ -1802,6 +1882,27 @@ pub fn selection_again(list: &Bound<'_, PyList>, asked: &Asked) -> Extracted<Opt
     )
 }
 
+/// Exact mode's answer to `asked` from the session's last one, when `list`
+/// holds exactly the objects it was computed on (none of the session's
+/// bound objects died since, over an unchanged index): exact mode reads
+/// nothing but the events, so the same events give the same answer.
+/// `None`: compute.
+pub fn exact_again(
+    list: &Bound<'_, PyList>,
+    asked: ExactAsked,
+) -> Extracted<Option<Arc<ExactAnswer>>> {
+    remembered(
+        list,
+        |t| {
+            t.exact
+                .iter()
+                .find(|m| m.asked == asked && m.seen.unchanged(t, list))
+                .map(|m| m.answer.clone())
+        },
+        |c| c.exact_reused += 1,
+    )
+}
+
 /// What `answer` makes of the index of `list`'s session (checked out for
 /// it), when there is one and it answers; `count` notes that it did.
 fn remembered<T>(
@@ -1920,6 +2021,25 @@ pub fn filter_again<'py>(
         .as_ref()
         .map(|m| m.seen.with(|_, slots| slots.to_vec()))
         .unwrap_or_default();
+    registry().counters.filters_reused += 1;
+    let loaded = taken(list, key, t, slots, &items)?;
+    Ok(Some((loaded, items)))
+}
+
+/// The session's index `t`, checked out under `key`, lent to a call on
+/// `list` answered from a remembered result naming `items` (over the list's
+/// `slots`): only the items the result names are taken (raw events handed
+/// back, compaction events whose summaries are handed out); the others,
+/// most of a compacted session, stay untouched, `None` in their place. No
+/// Python code ran since the result's list was compared with `list`, so the
+/// list still holds what it compared.
+fn taken<'py>(
+    list: &Bound<'py, PyList>,
+    key: Box<str>,
+    mut t: Tracked,
+    slots: Vec<Slot>,
+    items: &[Item],
+) -> Extracted<Loaded<'py>> {
     let mut ex = match Extractor::taking_interner(list.py(), &mut t.interner) {
         Ok(ex) => ex,
         Err(err) => {
@@ -1929,30 +2049,50 @@ pub fn filter_again<'py>(
     };
     ex.interner.begin_call();
     ex.ids = t.core.take_arena();
-    registry().counters.filters_reused += 1;
-    // Only the items the result names are taken (raw events handed back,
-    // compaction events whose summaries are handed out): the others, most
-    // of a compacted session, stay untouched, `None` in their place. No
-    // Python code ran since `Seen::begin` compared them, so the list still
-    // holds what it compared.
     let mut needed = vec![false; list.len()];
-    for &(Item::Raw(i) | Item::Summary(i)) in &items {
+    for &(Item::Raw(i) | Item::Summary(i)) in items {
         needed[i] = true;
     }
     let (objects, at) = super::prefetch::list_items_where(list, &needed);
-    Ok(Some((
-        Loaded {
-            objects,
-            views: Views::default(),
-            ex,
-            slots,
-            at,
-            checkout: Some((key, t)),
-            learned: Vec::new(),
-            learned_ids: Vec::new(),
-        },
-        items,
-    )))
+    Ok(Loaded {
+        objects,
+        views: Views::default(),
+        ex,
+        slots,
+        at,
+        checkout: Some((key, t)),
+        learned: Vec::new(),
+        learned_ids: Vec::new(),
+    })
+}
+
+/// Exact mode's prompt items of `list` from the session's last ones, when
+/// `list` holds exactly their objects (see [`exact_again`]), with the items
+/// loaded for materializing summaries (see [`taken`]) and the records that
+/// were not used.
+#[allow(clippy::type_complexity)]
+pub fn exact_prompt_again<'py>(
+    list: &Bound<'py, PyList>,
+) -> Extracted<Option<(Loaded<'py>, Vec<Item>, Vec<(usize, String)>)>> {
+    let Some(key) = session_key(list)? else {
+        return Ok(None);
+    };
+    let Some(t) = checkout_existing(&key) else {
+        return Ok(None);
+    };
+    let hit = t
+        .exact
+        .iter()
+        .find(|m| m.asked == ExactAsked::Prompt && m.seen.unchanged(&t, list))
+        .map(|m| (m.answer.clone(), m.seen.with(|_, slots| slots.to_vec())));
+    let Some((answer, slots)) = hit else {
+        checkin(key, t);
+        return Ok(None);
+    };
+    registry().counters.exact_reused += 1;
+    let items: Vec<Item> = answer.first.iter().map(|&i| decode_item(i)).collect();
+    let loaded = taken(list, key, t, slots, &items)?;
+    Ok(Some((loaded, items, answer.problems.clone())))
 }
 
 fn extend_filtered(t: &mut Tracked, list: &Bound<'_, PyList>, need: Need) -> Option<Vec<Item>> {
@@ -2601,6 +2741,7 @@ impl Counters {
         self.filters_reused += c.filters_reused;
         self.recoveries_reused += c.recoveries_reused;
         self.selections_reused += c.selections_reused;
+        self.exact_reused += c.exact_reused;
         self.completed += c.completed;
         self.copied += c.copied;
         self.copy_nanos += c.copy_nanos;
@@ -2923,6 +3064,7 @@ pub fn index_stats(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     out.set_item("filters_reused", c.filters_reused)?;
     out.set_item("recoveries_reused", c.recoveries_reused)?;
     out.set_item("selections_reused", c.selections_reused)?;
+    out.set_item("exact_reused", c.exact_reused)?;
     out.set_item("completed", c.completed)?;
     out.set_item("copied", c.copied)?;
     out.set_item("direct", c.direct)?;
