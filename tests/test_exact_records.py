@@ -200,3 +200,67 @@ def test_every_hole_keeps_its_own_invocation() -> None:
     assert problems == []
     assert prompt[:2] == [events[1], events[2]]
     assert len(prompt) == 3
+
+
+def _stats(name: str) -> int:
+    return int(_native.index_stats()[name])
+
+
+def test_a_hole_is_found_on_events_the_index_read_without_invocations() -> None:
+    # Exact mode's prompt reads what parity's does; the invocation ids a
+    # hole names are read only when a record has holes, so events the
+    # index first read for parity's prompt must be completed, not taken as
+    # having no invocation (which no hole names: the event would be lost).
+    _native.index_clear()
+    events = [_raw("inv-a", 1.0), _raw("inv-b", 2.0), _raw("inv-a", 3.0)]
+    assert _native.process_compaction_events(events, lambda event: event) == events
+    record = _native.new_coverage_record(1.0, 3.0, [("inv-b", 2.0)])
+    events.append(_exact.with_record(_compaction(1.0, 3.0), record))
+    out = _native.exact_prompt(events, lambda event: event)
+    assert out is not None
+    prompt, problems = out
+    assert problems == []
+    assert prompt == [events[1], events[3]]
+
+
+def test_exact_answers_are_reused_only_for_the_very_same_events() -> None:
+    _native.index_clear()
+    events = [_raw("inv-a", 1.0), _raw("inv-b", 2.0), _compaction(1.0, 1.5), _raw("inv-c", 3.0)]
+    # The first call on a session reads directly, the second binds the
+    # events to the index; from then on an answer can be reused.
+    _native.exact_prompt(events, lambda event: event)
+    first = _native.exact_prompt(events, lambda event: event)
+    before = _stats("exact_reused")
+    again = _native.exact_prompt(list(events), lambda event: event)
+    assert _stats("exact_reused") == before + 1
+    assert first is not None and again is not None
+    assert [id(e) for e in again[0]] == [id(e) for e in first[0]]
+    events.append(_raw("inv-d", 4.0))
+    longer = _native.exact_prompt(events, lambda event: event)
+    assert _stats("exact_reused") == before + 1
+    assert longer is not None and longer[0][-1] is events[-1]
+    window = _native.exact_sliding_window(events, 1, 0)
+    assert window == _native.exact_sliding_window(events, 1, 0)
+    assert _stats("exact_reused") == before + 2
+    # Asked otherwise, it is computed again.
+    _native.exact_sliding_window(events, 2, 0)
+    assert _stats("exact_reused") == before + 2
+
+
+def test_events_another_invocation_appended_are_found_by_id() -> None:
+    from adk_fastcompact import _exact_mode
+    from google.adk.sessions.session import Session
+
+    _native.index_clear()
+    stored = [_raw("inv-a", 1.0), _raw("inv-b", 2.0), _raw("inv-a", 3.0)]
+    session = Session(id="s", app_name="app", user_id="u", events=copy.deepcopy(stored))
+    # This invocation's copy was read; another invocation appended one event
+    # with an id it never saw, and one with the id of an event it holds.
+    _native.exact_prompt(session.events, lambda event: event)
+    foreign = _raw("inv-x", 1.5)
+    stored += [foreign, copy.deepcopy(stored[0])]
+    assert _exact_mode._foreign(session, stored) == [foreign]
+    assert _exact_mode._foreign(session, session.events) == []
+    # Through the index or by id, the answer is the same.
+    positions = _native.exact_foreign(session.events, stored)
+    assert positions in (None, [3])

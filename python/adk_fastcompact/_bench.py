@@ -88,7 +88,7 @@ from google.adk.events.event import Event
 from google.adk.sessions.in_memory_session_service import InMemorySessionService
 from google.adk.sessions.session import Session
 
-from . import _compaction, _filtering, _native, _patch, _reference
+from . import _compaction, _exact_mode, _filtering, _native, _patch, _reference
 from ._sessions import (
     AGENT_NAME,
     COMPACTION_INTERVAL,
@@ -123,6 +123,15 @@ COMPACTION_OPS: tuple[str, ...] = ("sliding_window", "token_threshold")
 
 OPS: tuple[str, ...] = FILTER_OPS + COMPACTION_OPS
 """The operations timed per size in the cold and warm regimes, in report order."""
+
+EXACT_OPS: tuple[str, ...] = (
+    "process_compaction_events",
+    "process+recover",
+    "sliding_window",
+    "token_threshold",
+)
+"""The operations exact mode does its own way (the others run the same code
+in both modes), timed a third time in exact mode beside parity's."""
 
 HEADLINE = "process+recover"
 """The filtering row every model call pays for."""
@@ -164,6 +173,11 @@ class Row(TypedDict):
     python_ms: float
     rust_ms: float
     ratio: float  # python_ms / rust_ms: how many times faster Rust is.
+    #: The same call in exact mode (`install(mode="exact")`'s function), for
+    #: the operations of `EXACT_OPS`; None for the others.
+    exact_ms: float | None
+    #: exact_ms / rust_ms: exact mode's cost against parity's (1.2: 20% slower).
+    exact_vs_parity: float | None
     #: Rust-core declines during the row's Rust-side calls (see the module
     #: docstring): when not 0, google-adk's own code did part of `rust_ms`.
     declines: int
@@ -178,8 +192,9 @@ def _row(
     python_ms: float,
     rust_ms: float,
     declines: Mapping[str, int],
+    exact_ms: float | None = None,
 ) -> Row:
-    """One timed case, with its ratio and the Rust side's declines."""
+    """One timed case, with its ratios and the Rust sides' declines."""
     return Row(
         op=op,
         regime=regime,
@@ -187,6 +202,8 @@ def _row(
         python_ms=python_ms,
         rust_ms=rust_ms,
         ratio=_ratio(python_ms, rust_ms),
+        exact_ms=exact_ms,
+        exact_vs_parity=None if exact_ms is None else _ratio(exact_ms, rust_ms),
         declines=sum(declines.values()),
         decline_reasons=_reasons(declines),
     )
@@ -241,6 +258,8 @@ class Implementation(NamedTuple):
     run_compaction_for_token_threshold_config: Callable[..., Any]
     #: Whether the compaction entry points run with `install()` active.
     patched: bool
+    #: The mode `install()` is called with when `patched`.
+    mode: str = "parity"
 
 
 def python_implementation() -> Implementation:
@@ -272,6 +291,19 @@ RUST = Implementation(
     patched=True,
 )
 """The Rust-backed functions `install()` puts in their place."""
+
+EXACT = Implementation(
+    "exact",
+    _filtering.apply_rewinds,
+    _filtering.get_compaction_ranges,
+    _exact_mode.process_compaction_events,
+    _filtering.recover_compacted_function_calls,
+    _exact_mode.run_compaction_for_sliding_window,
+    _exact_mode.run_compaction_for_token_threshold_config,
+    patched=True,
+    mode="exact",
+)
+"""The functions `install(mode="exact")` puts in their place."""
 
 Progress = Callable[[int, int, str], None]
 """Called as ``progress(completed, total, description)`` as work advances."""
@@ -305,10 +337,13 @@ def default_repeat(n_events: int) -> int:
     return 3
 
 
-def _set_installed(patched: bool) -> None:
-    if patched and _patch.installed() is None:
-        _patch.install(strict=True)
-    elif not patched and _patch.installed() is not None:
+def _set_installed(patched: bool, mode: str = "parity") -> None:
+    wanted = mode if patched else None
+    if _patch.installed() not in (None, wanted):
+        _patch.unpatch()
+    if wanted is not None and _patch.installed() is None:
+        _patch.install(wanted, strict=True)
+    elif wanted is None and _patch.installed() is not None:
         _patch.unpatch()
 
 
@@ -470,7 +505,7 @@ class _CompactionCall:
         return stop - start, compacted
 
     def run(self) -> _Outcome:
-        _set_installed(self.impl.patched)
+        _set_installed(self.impl.patched, self.impl.mode)
         self.summarizer.elapsed = 0.0
         self.summarizer.calls.clear()
         self.service.elapsed = 0.0
@@ -638,6 +673,59 @@ def check_compaction(
     return declines
 
 
+def check_exact_prompt(
+    events: list[Event], parity: Implementation, exact: Implementation
+) -> dict[str, Counter[str]]:
+    """Raises `BenchmarkMismatchError` unless exact mode's prompt equals
+    parity's on `events`. The generated sessions are ones interval coverage
+    reads right (timestamps in storage order, no concurrent appends, every
+    compaction written over what it summarized), so the two coverage models
+    agree there: exact mode's rows time the same answer.
+
+    Returns the Rust core's declines during `exact`'s calls, per operation.
+    """
+    declines: dict[str, Counter[str]] = {}
+
+    def prompt(impl: Implementation, recover: bool) -> list[Event]:
+        processed = impl.process_compaction_events(events, AGENT_NAME)
+        if recover:
+            return impl.recover_compacted_function_calls(processed, events)
+        return processed
+
+    for op, recover in (("process_compaction_events", False), ("process+recover", True)):
+        want = prompt(parity, recover)
+        _declines(reset=True)
+        got = prompt(exact, recover)
+        declines[op] = Counter(_declines(reset=True))
+        _same_prompt(f"{op} (exact mode)", events, want, got)
+    return declines
+
+
+def check_exact_compaction(
+    op: str,
+    events: list[Event],
+    exact: Implementation,
+    agent: LlmAgent,
+    loop: asyncio.AbstractEventLoop,
+) -> Counter[str]:
+    """Raises `BenchmarkMismatchError` unless exact mode compacts the due
+    session `events` (its timing would otherwise be of a call that stops
+    early). Its choice of events is its own (coverage, not position), so
+    only that it summarizes and writes a compaction is checked.
+
+    Returns the Rust core's declines during the call, by reason.
+    """
+    _declines(reset=True)
+    got = _CompactionCall(op, exact, events, agent, loop).run()
+    declines = Counter(_declines(reset=True))
+    if not got.summarized or not got.produced:
+        raise BenchmarkMismatchError(
+            f"{op}: exact mode does not compact the {len(events):,}-event session;"
+            " there is nothing to time"
+        )
+    return declines
+
+
 def _declines(reset: bool) -> dict[str, int]:
     """The Rust core's declines on this thread since the last reset, by reason."""
     counts: dict[str, int] = _native.decline_counts(reset)
@@ -673,31 +761,33 @@ def _fresh(events: list[Event]) -> list[Event]:
 def _median_ms(
     regime: str,
     events: list[Event],
-    sides: tuple[_Prepare, _Prepare],
+    sides: Sequence[_Prepare],
     repeat: int,
     step: Callable[[], None],
-) -> tuple[float, float, Counter[str]]:
-    """Median ms of both sides' calls, interleaved per repetition, and the
-    Rust core's declines during the second (Rust) side's timed calls."""
-    samples: list[list[float]] = [[], []]
+) -> tuple[list[float], Counter[str]]:
+    """Median ms of every side's calls, interleaved per repetition, and the
+    Rust core's declines during the Rust sides' (all but the first) timed
+    calls."""
+    samples: list[list[float]] = [[] for _ in sides]
     declines: Counter[str] = Counter()
     warm: list[_Call] = []
     if regime == "warm":
         warm = [prepare(events) for prepare in sides]
         _warm_up(warm)
     for repetition in range(repeat):
-        # Alternate who goes first, so neither side always runs second.
-        order = (0, 1) if repetition % 2 == 0 else (1, 0)
+        # Rotate who goes first, so no side always runs after another.
+        shift = repetition % len(sides)
+        order = [*range(shift, len(sides)), *range(shift)]
         for side in order:
             call = sides[side](_fresh(events)) if regime == "cold" else warm[side]
             # Only this call's declines: not the deep copy's, not the warm-up's.
             _declines(reset=True)
             samples[side].append(call())
-            if side == 1:
+            if side:
                 declines.update(_declines(reset=True))
             del call
             step()
-    return statistics.median(samples[0]), statistics.median(samples[1]), declines
+    return [statistics.median(times) for times in samples], declines
 
 
 def _peak_kib(call: Callable[[], object]) -> float:
@@ -739,12 +829,21 @@ def _memory_row(events: list[Event], python: Implementation, rust: Implementatio
 
 
 def _turn_rows(
-    checkpoints: Sequence[int], seed: int, step: Callable[[str | None], None]
+    checkpoints: Sequence[int],
+    seed: int,
+    step: Callable[[str | None], None],
+    with_exact: bool = True,
 ) -> list[Row]:
-    """The turn regime: the same conversation without and with `install()`."""
+    """The turn regime: the same conversation without and with `install()`,
+    and with `install(mode="exact")` (whose session differs: it compacts by
+    coverage; it must compact too)."""
     turns = max(checkpoints)
     step(f"turn regime: {turns} turns, pure-Python google-adk and adk-fastcompact in turn")
-    python, rust = simulate(turns, seed=seed, on_turn=lambda: step(None))
+    modes: tuple[str | None, ...] = (None, "parity", "exact") if with_exact else (None, "parity")
+    python, rust, *more = simulate(turns, seed=seed, on_turn=lambda: step(None), modes=modes)
+    exact = more[0] if more else None
+    if exact is not None and not exact.summaries:
+        raise BenchmarkMismatchError("turn: exact mode never compacted the conversation")
     for turn in range(turns):
         if python.events[turn] != rust.events[turn]:
             raise BenchmarkMismatchError(
@@ -758,9 +857,11 @@ def _turn_rows(
         window = slice(max(0, checkpoint - WINDOW), checkpoint)
         python_ms = statistics.mean(python.overhead_s[window]) * 1e3
         rust_ms = statistics.mean(rust.overhead_s[window]) * 1e3
+        exact_ms = None if exact is None else statistics.mean(exact.overhead_s[window]) * 1e3
         declines: Counter[str] = Counter()
-        for turn_declines in rust.declines[previous:checkpoint]:
-            declines.update(turn_declines)
+        for side in (rust, exact):
+            for turn_declines in side.declines[previous:checkpoint] if side else ():
+                declines.update(turn_declines)
         previous = checkpoint
         rows.append(
             TurnRow(
@@ -771,6 +872,8 @@ def _turn_rows(
                 python_ms=python_ms,
                 rust_ms=rust_ms,
                 ratio=_ratio(python_ms, rust_ms),
+                exact_ms=exact_ms,
+                exact_vs_parity=None if exact_ms is None else _ratio(exact_ms, rust_ms),
                 declines=sum(declines.values()),
                 decline_reasons=_reasons(declines),
             )
@@ -845,6 +948,7 @@ def run_bench(
     seed: int = 0,
     python: Implementation | None = None,
     rust: Implementation = RUST,
+    exact: Implementation | None = EXACT,
     regimes: Iterable[str] = REGIMES,
     ops: Iterable[str] = ALL_OPS,
     turns: Iterable[int] = DEFAULT_TURNS,
@@ -862,6 +966,9 @@ def run_bench(
             conversation script.
         python: The baseline; by default `python_implementation()`.
         rust: The implementation under test.
+        exact: Exact mode's implementation, timed beside `rust` on
+            `EXACT_OPS` and in the turn regime (`Row.exact_ms`); None to
+            leave it out.
         regimes: Some of `REGIMES`.
         ops: Some of `ALL_OPS`; `TURN_OP` is the turn regime's.
         turns: The turn regime's checkpoints, each >= 1; it runs
@@ -895,10 +1002,14 @@ def run_bench(
         2 * bool(filter_ops)
         + 2 * bool(compaction_ops)
         + len(sized_ops) * len(sized_regimes) * 2 * r
+        + (exact is not None)
+        * len([op for op in sized_ops if op in EXACT_OPS])
+        * len(sized_regimes)
+        * r
         for r in repeats
     )
     if run_turns:
-        total += 2 * max(checkpoints)
+        total += (2 + (exact is not None)) * max(checkpoints)
     completed = 0
     description = ""
 
@@ -911,7 +1022,7 @@ def run_bench(
         if progress is not None:
             progress(completed, total, description)
 
-    was_installed = _patch.installed() is not None
+    was_installed = _patch.installed()
     # The originals must be resolved while google-adk still holds them.
     _set_installed(False)
     if python is None:
@@ -931,17 +1042,22 @@ def run_bench(
                 step(f"{size:,} events: checking that Python and Rust filter alike")
                 _set_installed(False)
                 checked = check_agreement(events, python, rust)
+                if exact is not None:
+                    for op, declined in check_exact_prompt(events, rust, exact).items():
+                        checked[op].update(declined)
                 step()
                 for regime in sized_regimes:
                     for op in filter_ops:
                         step(f"{size:,} events: {op} ({regime})")
-                        sides = (_prepare_filter(op, python), _prepare_filter(op, rust))
-                        python_ms, rust_ms, declines = _median_ms(
-                            regime, events, sides, size_repeat, step
-                        )
+                        sides = [_prepare_filter(op, python), _prepare_filter(op, rust)]
+                        if exact is not None and op in EXACT_OPS:
+                            sides.append(_prepare_filter(op, exact))
+                        medians, declines = _median_ms(regime, events, sides, size_repeat, step)
                         # The check's declines go to the operation's first row.
                         declines.update(checked.pop(op, Counter()))
-                        rows.append(_row(op, regime, size, python_ms, rust_ms, declines))
+                        exact_ms = medians[2] if len(medians) > 2 else None
+                        row = _row(op, regime, size, medians[0], medians[1], declines, exact_ms)
+                        rows.append(row)
                 memory.append(_memory_row(events, python, rust))
                 del events
             if compaction_ops:
@@ -954,19 +1070,24 @@ def run_bench(
                     op: check_compaction(op, events, python, rust, agent, loop)
                     for op in compaction_ops
                 }
+                if exact is not None:
+                    for op in compaction_ops:
+                        checked[op].update(check_exact_compaction(op, events, exact, agent, loop))
                 step()
                 for regime in sized_regimes:
                     for op in compaction_ops:
                         step(f"{size:,} events: {op} ({regime})")
-                        sides = (
+                        sides = [
                             _prepare_compaction(op, python, agent, loop),
                             _prepare_compaction(op, rust, agent, loop),
-                        )
-                        python_ms, rust_ms, declines = _median_ms(
-                            regime, events, sides, size_repeat, step
-                        )
+                        ]
+                        if exact is not None:
+                            sides.append(_prepare_compaction(op, exact, agent, loop))
+                        medians, declines = _median_ms(regime, events, sides, size_repeat, step)
                         declines.update(checked.pop(op, Counter()))
-                        rows.append(_row(op, regime, size, python_ms, rust_ms, declines))
+                        exact_ms = medians[2] if len(medians) > 2 else None
+                        row = _row(op, regime, size, medians[0], medians[1], declines, exact_ms)
+                        rows.append(row)
                 del events
             gc.collect()
         # Sizes, then regimes, then operations in report order.
@@ -978,8 +1099,8 @@ def run_bench(
         }
         rows.sort(key=lambda row: order[row["events"], row["regime"], row["op"]])
         if run_turns:
-            rows.extend(_turn_rows(checkpoints, seed, step))
+            rows.extend(_turn_rows(checkpoints, seed, step, exact is not None))
     finally:
         loop.close()
-        _set_installed(was_installed)
+        _set_installed(was_installed is not None, was_installed or "parity")
     return Report(rows, memory)

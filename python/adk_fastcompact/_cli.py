@@ -228,6 +228,10 @@ def _table(rows: Sequence[Row]) -> Table:
     table.add_column("python ms", justify="right")
     table.add_column("rust ms", justify="right")
     table.add_column("speed-up", justify="right")
+    exact = any(row.get("exact_ms") is not None for row in rows)
+    if exact:
+        table.add_column("exact ms", justify="right")
+        table.add_column("exact/parity", justify="right")
     table.add_column("declines", justify="right")
     previous: tuple[int, str] | None = None
     for row in rows:
@@ -245,12 +249,17 @@ def _table(rows: Sequence[Row]) -> Table:
         ]
         if turns:
             cells.append(f"{turn:,}" if turn is not None else "")
+        timed = [_ms(row["python_ms"]), _ms(row["rust_ms"]), f"{row['ratio']:.1f}x"]
+        if exact:
+            exact_ms, vs = row.get("exact_ms"), row.get("exact_vs_parity")
+            timed += [
+                "" if exact_ms is None else _ms(exact_ms),
+                "" if vs is None else f"{vs:.2f}",
+            ]
         table.add_row(
             *cells,
             row["op"],
-            _ms(row["python_ms"]),
-            _ms(row["rust_ms"]),
-            f"{row['ratio']:.1f}x",
+            *timed,
             f"[bold yellow]{row['declines']:,}[/]" if row["declines"] else "0",
             style="bold" if row["op"] == HEADLINE else None,
         )

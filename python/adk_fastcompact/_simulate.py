@@ -48,7 +48,7 @@ import random
 import time
 import warnings
 import zlib
-from collections.abc import AsyncGenerator, Callable, Iterator
+from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -374,6 +374,8 @@ class Simulation:
     """What one side of `simulate` measured and did, per turn (index 0: turn 1)."""
 
     patched: bool
+    #: The mode installed (`None`: nothing installed).
+    mode: str | None = None
     #: Seconds inside the timed functions, the summarizer's time taken out.
     overhead_s: list[float] = field(default_factory=list)
     #: Wall seconds of the whole turn (`Runner.run_async` to its end).
@@ -413,12 +415,12 @@ def build_runner(seed: int = 0) -> tuple[Runner, ScriptedLlm, InstantSummarizer]
 class _Conversation:
     """One side's Runner, session and script, turn by turn."""
 
-    def __init__(self, patched: bool, seed: int, watch: Stopwatch) -> None:
+    def __init__(self, mode: str | None, seed: int, watch: Stopwatch) -> None:
         self.runner, self.llm, self.summarizer = build_runner(seed)
         self.summarizer.stopwatch = watch
         self.watch = watch
         self.script = Script(seed)
-        self.result = Simulation(patched)
+        self.result = Simulation(mode is not None, mode)
         service = self.runner.session_service
         assert isinstance(service, InMemorySessionService)
         self.service = service
@@ -457,8 +459,12 @@ class _Conversation:
 
 
 def simulate(
-    turns: int, *, seed: int = 0, on_turn: Callable[[], None] | None = None
-) -> tuple[Simulation, Simulation]:
+    turns: int,
+    *,
+    seed: int = 0,
+    on_turn: Callable[[], None] | None = None,
+    modes: Sequence[str | None] = (None, "parity"),
+) -> tuple[Simulation, ...]:
     """Runs the same `turns` scripted turns without and with `install()`.
 
     Two conversations, one on google-adk's pure Python (nothing installed),
@@ -473,36 +479,44 @@ def simulate(
         seed: Seed of the script.
         on_turn: Called after each turn of either conversation.
 
+        modes: One conversation per mode: `None` (nothing installed) or a
+            mode of `install()` (exact mode's conversation compacts on its
+            own terms, so its session differs from the others').
+
     Returns:
-        The measurements without, then with, adk-fastcompact.
+        The measurements of each mode's conversation, in `modes` order
+        (by default without, then with, adk-fastcompact).
     """
     if turns < 1:
         raise ValueError(f"turns must be >= 1, got {turns}")
-    was_installed = _patch.installed() is not None
+    was_installed = _patch.installed()
     try:
-        return asyncio.run(_run(turns, seed, on_turn))
+        return asyncio.run(_run(turns, seed, on_turn, modes))
     finally:
-        if was_installed:
-            _patch.install()
-        else:
-            _patch.uninstall()
+        _patch.uninstall()
+        if was_installed is not None:
+            _patch.install(was_installed)
 
 
 async def _run(
-    turns: int, seed: int, on_turn: Callable[[], None] | None
-) -> tuple[Simulation, Simulation]:
+    turns: int,
+    seed: int,
+    on_turn: Callable[[], None] | None,
+    modes: Sequence[str | None],
+) -> tuple[Simulation, ...]:
     watch = Stopwatch()
-    sides = (_Conversation(False, seed, watch), _Conversation(True, seed, watch))
+    sides = tuple(_Conversation(mode, seed, watch) for mode in modes)
     for side in sides:
         await side.start()
     gc.collect()
     with no_gc():
         for turn in range(1, turns + 1):
             for side in sides if turn % 2 else reversed(sides):
-                if side.result.patched:
-                    _patch.install(strict=True)
-                else:
+                mode = side.result.mode
+                if _patch.installed() != mode:
                     _patch.unpatch()
+                if mode is not None:
+                    _patch.install(mode, strict=True)
                 undo = time_bindings(watch)
                 try:
                     await side.turn(turn)
@@ -512,4 +526,4 @@ async def _run(
                     on_turn()
             if turn % _GC_EVERY == 0:
                 gc.collect()
-    return sides[0].result, sides[1].result
+    return tuple(side.result for side in sides)
