@@ -229,7 +229,7 @@ async def run_compaction_for_sliding_window(
     config = app.events_compaction_config
     if config is None:
         return
-    events = [e for e in _filtering.apply_rewinds(session.events) if e.isolation_scope is None]
+    events = _in_scope(_filtering.apply_rewinds(session.events), None)
     if not events:
         return
     if _adk._has_token_threshold_config(config):
@@ -284,6 +284,14 @@ async def run_compaction_for_sliding_window(
         yield compaction_event
 
 
+def _in_scope(events: list[Event], scope: str | None) -> list[Event]:
+    """The events of `events` in isolation scope `scope`."""
+    scoped = _native.exact_in_scope(events, scope)
+    if scoped is None:
+        return [event for event in events if event.isolation_scope == scope]
+    return scoped
+
+
 def _latest_summary(events: list[Event]) -> Event | None:
     for event in reversed(events):
         compaction = event.actions.compaction if event.actions else None
@@ -318,7 +326,7 @@ async def run_compaction_for_token_threshold_config(
     if config.token_threshold is None or config.event_retention_size is None:
         return False
     rewound = _filtering.apply_rewinds(session.events)
-    events = [e for e in rewound if e.isolation_scope == isolation_scope]
+    events = _in_scope(rewound, isolation_scope)
     count = _adk._latest_prompt_token_count(
         rewound,
         current_branch=current_branch,

@@ -23,6 +23,7 @@ __all__ = [
     "decline_counts",
     "decline_totals",
     "exact_foreign",
+    "exact_in_scope",
     "exact_prompt",
     "exact_record",
     "exact_sliding_window",
@@ -96,6 +97,12 @@ def new_coverage_record(start: float, end: float, holes: list[tuple[str, float]]
     Raises:
       ValueError: A bound or a hole's timestamp is not finite, or the
         bounds are inverted.
+    """
+
+def exact_in_scope(events: list[Event], scope: str | None = None) -> list[Event] | None:
+    """The events of `events` whose `isolation_scope` is `scope`: the same
+    objects, in order; None to decline (an event window selection cannot
+    read).
     """
 
 def exact_prompt(

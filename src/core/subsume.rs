@@ -243,7 +243,9 @@ pub fn survivors(events: &[EventView], extents: &[Extent]) -> (Vec<usize>, Vec<b
             let n = starts.partition_point(|&s| s <= sa.first);
             let beyond = |n: usize| {
                 max_end[n - 1].other_than(a).is_some_and(|e| e >= sa.last)
-                    && max_at[n - 1].other_than(a).is_some_and(|at| at > sa.last_pos)
+                    && max_at[n - 1]
+                        .other_than(a)
+                        .is_some_and(|at| at > sa.last_pos)
             };
             if n == 0 || !beyond(n) {
                 return true;

@@ -358,6 +358,50 @@ pub fn exact_record<'py>(
     Ok(Some((dict, plain_start, plain_end)))
 }
 
+/// What scoping a session needs.
+const SCOPE: Need = Need {
+    timestamp: false,
+    compaction: false,
+    rewind: false,
+    invocation: false,
+    parts: false,
+    window: true,
+    pairing: false,
+    usage: false,
+};
+
+/// The events of `events` whose `isolation_scope` is `scope` (the same
+/// objects, in order), read through the session's index; `None` to decline
+/// (an event the window selection could not read: the caller filters).
+#[pyfunction]
+#[pyo3(signature = (events, scope = None))]
+pub fn exact_in_scope<'py>(
+    events: &Bound<'py, PyAny>,
+    scope: Option<&str>,
+) -> PyResult<Option<Bound<'py, PyList>>> {
+    let py = events.py();
+    let run = || -> Extracted<Bound<'py, PyList>> {
+        let mut loaded = load(events, SCOPE)?;
+        let wanted = match scope {
+            None => None,
+            Some(text) => Some(loaded.ex.interner.text(text)?),
+        };
+        let views = std::mem::take(&mut loaded.views);
+        let mut out = Vec::with_capacity(views.len());
+        for (pos, view) in views.iter().enumerate() {
+            if view.scope == wanted {
+                out.push(
+                    loaded
+                        .object(pos)
+                        .ok_or(Outcome::Decline("internal error"))?,
+                );
+            }
+        }
+        Ok(PyList::new(py, out)?)
+    };
+    finish(py, "_run_compaction_for_sliding_window", run())
+}
+
 /// What identifying an event needs: nothing beyond its id, which every
 /// read takes.
 const IDENTITY: Need = Need {
