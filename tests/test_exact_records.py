@@ -235,16 +235,28 @@ def test_exact_answers_are_reused_only_for_the_very_same_events() -> None:
     assert _stats("exact_reused") == before + 1
     assert first is not None and again is not None
     assert [id(e) for e in again[0]] == [id(e) for e in first[0]]
+    # Extended by an event stamped after the prompt's last: answered from
+    # the last prompt; by one stamped before it: computed again.
     events.append(_raw("inv-d", 4.0))
     longer = _native.exact_prompt(events, lambda event: event)
-    assert _stats("exact_reused") == before + 1
+    assert _stats("exact_reused") == before + 2
     assert longer is not None and longer[0][-1] is events[-1]
+    events.append(_raw("inv-e", 2.5))
+    late = _native.exact_prompt(events, lambda event: event)
+    assert _stats("exact_reused") == before + 2
+    assert late is not None
+    assert [e.timestamp for e in late[0] if e.actions.compaction is None] == [2.0, 2.5, 3.0, 4.0]
+    _native.index_clear()
+    assert [id(e) for e in _native.exact_prompt(events, lambda event: event)[0]] == [
+        id(e) for e in late[0]
+    ]
+    before = _stats("exact_reused")
     window = _native.exact_sliding_window(events, 1, 0)
     assert window == _native.exact_sliding_window(events, 1, 0)
-    assert _stats("exact_reused") == before + 2
+    assert _stats("exact_reused") == before + 1
     # Asked otherwise, it is computed again.
     _native.exact_sliding_window(events, 2, 0)
-    assert _stats("exact_reused") == before + 2
+    assert _stats("exact_reused") == before + 1
 
 
 def test_events_another_invocation_appended_are_found_by_id() -> None:

@@ -16,6 +16,7 @@ use super::scratch::Views;
 use crate::core::coverage::{self, Coverage};
 use crate::core::event::EventView;
 use crate::core::exact::{Extent, Hole, Key, Record, METADATA_KEY};
+use crate::core::filter::Item;
 use crate::core::{guarded, Sym};
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -198,17 +199,27 @@ fn run_prompt<'py>(
 ) -> Extracted<(Bound<'py, PyList>, Problems)> {
     let py = events.py();
     let list = Extractor::list(events)?;
-    if let Some((mut loaded, items, problems)) = exact_prompt_again(list)? {
+    if let Some((mut loaded, items, problems)) = exact_prompt_again(list, PROMPT)? {
         let out = materialize(&mut loaded, &items, make_summary, reuse_for)?;
         return Ok((out, problems));
     }
     let mut r = read(events, PROMPT)?;
     let (views, cov) = (&r.views, &r.coverage);
     let items = py.detach(|| guarded(|| Ok(coverage::prompt(views, cov))))?;
+    let last = match items.last() {
+        None => f64::NEG_INFINITY,
+        Some(&Item::Raw(p)) => views[p].timestamp,
+        Some(&Item::Summary(at)) => cov
+            .extents
+            .iter()
+            .find(|x| x.at == at)
+            .map_or(f64::NAN, |x| x.end),
+    };
     let answer = ExactAnswer {
         first: items.iter().map(|&item| encode_item(item)).collect(),
         second: Vec::new(),
         problems: r.problems.clone(),
+        last,
     };
     r.loaded
         .remember_exact(ExactAsked::Prompt, Arc::new(answer));
@@ -233,6 +244,7 @@ fn answer<'py>(
                 first,
                 second,
                 problems: std::mem::take(&mut r.problems),
+                last: f64::NAN,
             });
             r.loaded.remember_exact(asked, answer.clone());
             answer

@@ -488,6 +488,9 @@ pub struct ExactAnswer {
     pub first: Vec<u32>,
     pub second: Vec<u32>,
     pub problems: Vec<(usize, String)>,
+    /// A prompt's last sort key (its last item's timestamp, or interval
+    /// end for a summary; -inf for an empty prompt, NaN when unknown).
+    pub last: f64,
 }
 
 impl ExactAnswer {
@@ -2073,26 +2076,66 @@ fn taken<'py>(
 #[allow(clippy::type_complexity)]
 pub fn exact_prompt_again<'py>(
     list: &Bound<'py, PyList>,
+    need: Need,
 ) -> Extracted<Option<(Loaded<'py>, Vec<Item>, Vec<(usize, String)>)>> {
     let Some(key) = session_key(list)? else {
         return Ok(None);
     };
-    let Some(t) = checkout_existing(&key) else {
+    let Some(mut t) = checkout_existing(&key) else {
         return Ok(None);
     };
-    let hit = t
-        .exact
-        .iter()
-        .find(|m| m.asked == ExactAsked::Prompt && m.seen.unchanged(&t, list))
-        .map(|m| (m.answer.clone(), m.seen.with(|_, slots| slots.to_vec())));
-    let Some((answer, slots)) = hit else {
+    let Some(k) = t.exact.iter().position(|m| m.asked == ExactAsked::Prompt) else {
         checkin(key, t);
         return Ok(None);
     };
+    let mut memo = t.exact.swap_remove(k);
+    if !memo.seen.unchanged(&t, list) && !extend_prompt(&mut t, &mut memo, list, need) {
+        // Dropped: the call computes the prompt and remembers it anew.
+        checkin(key, t);
+        return Ok(None);
+    }
+    let (answer, slots) = (memo.answer.clone(), memo.seen.with(|_, s| s.to_vec()));
+    t.exact.push(memo);
     registry().counters.exact_reused += 1;
     let items: Vec<Item> = answer.first.iter().map(|&i| decode_item(i)).collect();
     let loaded = taken(list, key, t, slots, &items)?;
     Ok(Some((loaded, items, answer.problems.clone())))
+}
+
+/// Extends the remembered exact-mode prompt `memo` to `list`, when `list`
+/// holds its objects followed by raw events stamped in order from the
+/// prompt's last sort key on: no compaction covers an event stored after
+/// it, so they are raw and go last, in order.
+fn extend_prompt(
+    t: &mut Tracked,
+    memo: &mut ExactMemo,
+    list: &Bound<'_, PyList>,
+    need: Need,
+) -> bool {
+    let known = memo.seen.len();
+    let mut last = memo.answer.last;
+    if !(last.is_finite() || last == f64::NEG_INFINITY) || list.len() >= SUMMARY_BIT as usize {
+        return false;
+    }
+    let Some((objects, views, slots)) = memo.seen.new_items(t, list, need) else {
+        return false;
+    };
+    for v in views.iter() {
+        if v.compaction.is_some() || !v.timestamp.is_finite() || v.timestamp < last {
+            return false;
+        }
+        last = v.timestamp;
+    }
+    memo.seen.extend(&objects, &slots);
+    let mut first = memo.answer.first.clone();
+    first.extend((known..known + views.len()).map(|i| encode_item(Item::Raw(i))));
+    memo.answer = Arc::new(ExactAnswer {
+        first,
+        second: Vec::new(),
+        problems: memo.answer.problems.clone(),
+        last,
+    });
+    true
 }
 
 fn extend_filtered(t: &mut Tracked, list: &Bound<'_, PyList>, need: Need) -> Option<Vec<Item>> {
