@@ -573,6 +573,17 @@ def converse(case: Case, mode: str | None) -> Outcome:
     return out
 
 
+_TIE_KEY_BUG = pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason=(
+        "open exact-mode bug (issue 18): a hole keyed (invocation, microsecond)"
+        " also names a summarized event tied with it, which then reads as raw"
+        " beside its summary and splits its call/response pair"
+    ),
+)
+
+
 def assert_holds(out: Outcome) -> None:
     assert not out.violations, "\n".join(out.violations[:20])
 
@@ -585,15 +596,7 @@ def test_exact_mode_loses_duplicates_and_splits_nothing(case: Case) -> None:
 
 # Each example is long, so a failure here is reported as found, unshrunk
 # (the property above shrinks its own).
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason=(
-        "open exact-mode bug (issue 18): a hole keyed (invocation, microsecond)"
-        " also names a summarized event tied with it, which then reads as raw"
-        " beside its summary and splits its call/response pair"
-    ),
-)
+@_TIE_KEY_BUG
 @settings(max_examples=15, deadline=None, phases=[Phase.explicit, Phase.generate])
 @given(cases(min_turns=25, max_turns=45))
 def test_exact_mode_loses_duplicates_and_splits_nothing_over_long_sessions(case: Case) -> None:
@@ -631,15 +634,7 @@ def test_the_checks_catch_google_adks_defects(name: str) -> None:
     assert_holds(converse(case, "exact"))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason=(
-        "open exact-mode bug (issue 18): a hole keyed (invocation, microsecond)"
-        " also names a summarized event tied with it, which then reads as raw"
-        " beside its summary and splits its call/response pair"
-    ),
-)
+@_TIE_KEY_BUG
 def test_a_response_tied_with_the_retained_tail_keeps_its_call() -> None:
     # Found by the property (exact-mode bug, reported, not fixed here): one
     # tool round, the model's reply stamped in the same microsecond as the

@@ -23,11 +23,10 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
 use std::sync::Arc;
 
-/// What exact mode's prompt reads of every event: what parity's reads
-/// (the invocation ids a hole names are read only where a record has one).
-const PROMPT: Need = Need {
-    timestamp: true,
-    compaction: true,
+/// No field beyond the id every read takes.
+const NOTHING: Need = Need {
+    timestamp: false,
+    compaction: false,
     rewind: false,
     invocation: false,
     parts: false,
@@ -36,17 +35,23 @@ const PROMPT: Need = Need {
     usage: false,
 };
 
+/// What exact mode's prompt reads of every event: what parity's reads
+/// (the invocation ids a hole names are read only where a record has one).
+const PROMPT: Need = Need {
+    timestamp: true,
+    compaction: true,
+    ..NOTHING
+};
+
 /// What exact mode's window selection reads of every event: coverage, and
 /// the function-call links that keep call groups whole.
 const EXACT: Need = Need {
     timestamp: true,
     compaction: true,
-    rewind: false,
     invocation: true,
     parts: true,
-    window: false,
     pairing: true,
-    usage: false,
+    ..NOTHING
 };
 
 /// Unused records: `(index of the compaction event, why)`.
@@ -372,14 +377,8 @@ pub fn exact_record<'py>(
 
 /// What scoping a session needs.
 const SCOPE: Need = Need {
-    timestamp: false,
-    compaction: false,
-    rewind: false,
-    invocation: false,
-    parts: false,
     window: true,
-    pairing: false,
-    usage: false,
+    ..NOTHING
 };
 
 /// The events of `events` whose `isolation_scope` is `scope` (the same
@@ -416,16 +415,7 @@ pub fn exact_in_scope<'py>(
 
 /// What identifying an event needs: nothing beyond its id, which every
 /// read takes.
-const IDENTITY: Need = Need {
-    timestamp: false,
-    compaction: false,
-    rewind: false,
-    invocation: false,
-    parts: false,
-    window: false,
-    pairing: false,
-    usage: false,
-};
+const IDENTITY: Need = NOTHING;
 
 /// The positions in `stored` (the session as its store holds it) of the
 /// events `events` (this invocation's copy) lacks, by event id through the
