@@ -140,7 +140,8 @@ async def _stored_events(session: Any, session_service: Any, since: float) -> li
             session.id,
         )
         return None
-    return list(stored.events) if stored.events is not session.events else session.events
+    # Read only: the in-memory store's own list is not copied.
+    return stored.events
 
 
 def _foreign(session: Any, stored: list[Event]) -> list[Event]:

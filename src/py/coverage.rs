@@ -23,24 +23,12 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
 use std::sync::Arc;
 
-/// No field beyond the id every read takes.
-const NOTHING: Need = Need {
-    timestamp: false,
-    compaction: false,
-    rewind: false,
-    invocation: false,
-    parts: false,
-    window: false,
-    pairing: false,
-    usage: false,
-};
-
 /// What exact mode's prompt reads of every event: what parity's reads
 /// (the invocation ids a hole names are read only where a record has one).
 const PROMPT: Need = Need {
     timestamp: true,
     compaction: true,
-    ..NOTHING
+    ..Need::NONE
 };
 
 /// What exact mode's window selection reads of every event: coverage, and
@@ -51,7 +39,7 @@ const EXACT: Need = Need {
     invocation: true,
     parts: true,
     pairing: true,
-    ..NOTHING
+    ..Need::NONE
 };
 
 /// Unused records: `(index of the compaction event, why)`.
@@ -378,7 +366,7 @@ pub fn exact_record<'py>(
 /// What scoping a session needs.
 const SCOPE: Need = Need {
     window: true,
-    ..NOTHING
+    ..Need::NONE
 };
 
 /// The events of `events` whose `isolation_scope` is `scope` (the same
@@ -415,7 +403,7 @@ pub fn exact_in_scope<'py>(
 
 /// What identifying an event needs: nothing beyond its id, which every
 /// read takes.
-const IDENTITY: Need = NOTHING;
+const IDENTITY: Need = Need::NONE;
 
 /// The positions in `stored` (the session as its store holds it) of the
 /// events `events` (this invocation's copy) lacks, by event id through the

@@ -343,6 +343,21 @@ pub struct Need {
     pub usage: bool,
 }
 
+impl Need {
+    /// No field beyond the id every read takes (`Need::default()`, usable
+    /// in constants).
+    pub const NONE: Need = Need {
+        timestamp: false,
+        compaction: false,
+        rewind: false,
+        invocation: false,
+        parts: false,
+        window: false,
+        pairing: false,
+        usage: false,
+    };
+}
+
 /// Extracted views of one list of events plus the objects themselves (held
 /// so identities stay valid and results can be built without re-reading the
 /// list, which a Python callback could mutate).
