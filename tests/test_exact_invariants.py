@@ -573,17 +573,6 @@ def converse(case: Case, mode: str | None) -> Outcome:
     return out
 
 
-_TIE_KEY_BUG = pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason=(
-        "open exact-mode bug (issue 18): a hole keyed (invocation, microsecond)"
-        " also names a summarized event tied with it, which then reads as raw"
-        " beside its summary and splits its call/response pair"
-    ),
-)
-
-
 def assert_holds(out: Outcome) -> None:
     assert not out.violations, "\n".join(out.violations[:20])
 
@@ -596,7 +585,6 @@ def test_exact_mode_loses_duplicates_and_splits_nothing(case: Case) -> None:
 
 # Each example is long, so a failure here is reported as found, unshrunk
 # (the property above shrinks its own).
-@_TIE_KEY_BUG
 @settings(max_examples=15, deadline=None, phases=[Phase.explicit, Phase.generate])
 @given(cases(min_turns=25, max_turns=45))
 def test_exact_mode_loses_duplicates_and_splits_nothing_over_long_sessions(case: Case) -> None:
@@ -634,18 +622,16 @@ def test_the_checks_catch_google_adks_defects(name: str) -> None:
     assert_holds(converse(case, "exact"))
 
 
-@_TIE_KEY_BUG
 def test_a_response_tied_with_the_retained_tail_keeps_its_call() -> None:
-    # Found by the property (exact-mode bug, reported, not fixed here): one
-    # tool round, the model's reply stamped in the same microsecond as the
-    # tool response before it, tail retention keeping the last event.
-    # e1 user text @0.50, e2 call-1 @0.75, e3 response to call-1 @1.00,
-    # e4 model text @1.00 (same invocation). Exact mode summarizes e1..e3
-    # and keeps e4 raw, a hole keyed (invocation, microsecond): the key also
-    # names e3, which reads as uncovered and stays raw beside its summary
-    # (the documented imprecision), so the response is raw while its call
-    # is summarized: the pair is split, and google-adk's call recovery puts
-    # e2 back raw too. (google-adk itself loses e4 here.)
+    # Found by the property (an exact-mode bug, now fixed): one tool round,
+    # the model's reply stamped in the same microsecond as the tool response
+    # before it, tail retention keeping the last event. e1 user text @0.50,
+    # e2 call-1 @0.75, e3 response to call-1 @1.00, e4 model text @1.00
+    # (same invocation). Summarizing e1..e3 and keeping e4 raw would record
+    # a hole keyed (invocation, microsecond) that also names e3: e3 would
+    # read raw beside its summary while its call is summarized (a split
+    # pair). The selection keeps e3 raw with its call instead. (google-adk
+    # itself loses e4 here.)
     case = Case(
         interval=None,
         overlap=0,

@@ -6,7 +6,7 @@
 //! computation live in [`super::exact`]; this module composes them.
 
 use super::event::{EventView, Sym};
-use super::exact::Extent;
+use super::exact::{micros, Extent, Hole};
 use super::filter::Item;
 use super::hash::{FastMap, FastSet};
 use super::subsume::survivors;
@@ -78,12 +78,16 @@ pub fn prompt(events: &[EventView], cov: &Coverage) -> Vec<Item> {
 /// awaiting confirmation, a dead call and anything sharing an id with them
 /// stay raw, and everything else is summarized around them.
 ///
+/// `forced` are candidates (positions) that must stay raw: their groups
+/// are kept raw whole.
+///
 /// Returns one flag per candidate.
 pub fn compactable(
     events: &[EventView],
     ids: &[Sym],
     candidates: &[usize],
     raw_elsewhere: &[usize],
+    forced: &FastSet<usize>,
 ) -> Vec<bool> {
     let n = candidates.len();
     let mut parent: Vec<usize> = (0..n).collect();
@@ -128,6 +132,9 @@ pub fn compactable(
     for (k, &pos) in candidates.iter().enumerate() {
         let e = &events[pos];
         let g = root(&mut parent, k);
+        if forced.contains(&pos) {
+            blocked.insert(g);
+        }
         let pending = e.pending.of(ids);
         for &id in e.responses.of(ids) {
             if open_outside.contains(&id) {
@@ -184,33 +191,131 @@ pub fn sliding(
     overlap: i64,
 ) -> Option<Vec<usize>> {
     let candidates = uncovered(events, cov);
-    let ok = compactable(events, ids, &candidates, &[]);
-    let window: Vec<usize> = candidates
-        .iter()
-        .zip(&ok)
-        .filter_map(|(&pos, &ok)| ok.then_some(pos))
-        .collect();
-    let new = first_seen(window.iter().filter_map(|&pos| events[pos].invocation));
-    if window.is_empty() || (new.len() as i64) < interval {
-        return None;
-    }
     let order = first_seen(
         events
             .iter()
             .filter(|e| e.compaction.is_none())
             .filter_map(|e| e.invocation),
     );
-    let mut handed = window;
-    if let (Some(&first), true) = (new.first(), overlap > 0) {
-        let at = order.iter().position(|&i| i == first).unwrap_or(0);
-        let from = at.saturating_sub(usize::try_from(overlap).unwrap_or(usize::MAX));
-        let earlier: FastSet<Sym> = order[from..at].iter().copied().collect();
-        handed.extend((0..events.len()).filter(|&pos| {
-            cov.hidden[pos] && events[pos].invocation.is_some_and(|i| earlier.contains(&i))
-        }));
-        handed.sort_unstable();
+    settle(events, cov, &[], |forced| {
+        let ok = compactable(events, ids, &candidates, &[], forced);
+        let window = chosen(&candidates, &ok);
+        let new = first_seen(window.iter().filter_map(|&pos| events[pos].invocation));
+        if window.is_empty() || (new.len() as i64) < interval {
+            return None;
+        }
+        let mut handed = window.clone();
+        if let (Some(&first), true) = (new.first(), overlap > 0) {
+            let at = order.iter().position(|&i| i == first).unwrap_or(0);
+            let from = at.saturating_sub(usize::try_from(overlap).unwrap_or(usize::MAX));
+            let earlier: FastSet<Sym> = order[from..at].iter().copied().collect();
+            handed.extend((0..events.len()).filter(|&pos| {
+                cov.hidden[pos] && events[pos].invocation.is_some_and(|i| earlier.contains(&i))
+            }));
+            handed.sort_unstable();
+        }
+        Some((window, handed))
+    })
+}
+
+/// The candidates `ok` allows, in order.
+fn chosen(candidates: &[usize], ok: &[bool]) -> Vec<usize> {
+    candidates
+        .iter()
+        .zip(ok)
+        .filter_map(|(&pos, &ok)| ok.then_some(pos))
+        .collect()
+}
+
+/// A selection made safe from its own holes' keys. A hole names an event by
+/// invocation and microsecond, so it also names any event tied with it in
+/// both: were such an event summarized, it would read as raw beside its
+/// summary (and, its call summarized, split its pair). `select(forced)`
+/// chooses `(window, handed)` (the uncovered events to summarize, and
+/// everything handed to the summarizer) keeping `forced` raw with their
+/// call groups; every window event that the holes of the resulting
+/// compaction (seeded by `seeds`) would name is forced raw and the choice
+/// made again, until none is. Each round keeps one more event raw, so it
+/// ends. Returns `handed`.
+fn settle(
+    events: &[EventView],
+    cov: &Coverage,
+    seeds: &[usize],
+    mut select: impl FnMut(&FastSet<usize>) -> Option<(Vec<usize>, Vec<usize>)>,
+) -> Option<Vec<usize>> {
+    let mut forced: FastSet<usize> = FastSet::default();
+    loop {
+        let (window, handed) = select(&forced)?;
+        let named = named_by_holes(events, cov, &handed, seeds, &window);
+        if named.is_empty() {
+            return Some(handed);
+        }
+        forced.extend(named);
     }
-    Some(handed)
+}
+
+/// The events of `window` that a hole of the compaction over `handed` and
+/// `seeds` would name.
+fn named_by_holes(
+    events: &[EventView],
+    cov: &Coverage,
+    handed: &[usize],
+    seeds: &[usize],
+    window: &[usize],
+) -> Vec<usize> {
+    let Some((start, end)) = span(events, cov, handed, seeds) else {
+        return Vec::new();
+    };
+    let mut mask = vec![false; events.len()];
+    for &p in handed.iter().chain(seeds) {
+        mask[p] = true;
+    }
+    let found = super::exact::holes(events, &cov.extents, start, end, &mask);
+    if found.is_empty() {
+        return Vec::new();
+    }
+    let keys = Extent::new(
+        events.len(),
+        start,
+        end,
+        found
+            .iter()
+            .filter_map(|&p| {
+                Some(Hole {
+                    micros: micros(events[p].timestamp)?,
+                    invocation: events[p].invocation,
+                })
+            })
+            .collect(),
+    );
+    window
+        .iter()
+        .copied()
+        .filter(|&p| keys.excludes(events[p].invocation, events[p].timestamp))
+        .collect()
+}
+
+/// The interval a compaction over `handed` seeded by `seeds` is made over:
+/// from the earliest to the latest finite timestamp they stand for.
+fn span(
+    events: &[EventView],
+    cov: &Coverage,
+    handed: &[usize],
+    seeds: &[usize],
+) -> Option<(f64, f64)> {
+    let bounds = handed
+        .iter()
+        .map(|&p| (events[p].timestamp, events[p].timestamp))
+        .chain(
+            cov.extents
+                .iter()
+                .filter(|x| seeds.contains(&x.at))
+                .map(|x| (x.start, x.end)),
+        )
+        .filter(|(a, b)| a.is_finite() && b.is_finite());
+    bounds.fold(None, |acc: Option<(f64, f64)>, (a, b)| {
+        Some(acc.map_or((a, b), |(s, e)| (s.min(a), e.max(b))))
+    })
 }
 
 /// Tail-retention selection in exact mode.
@@ -240,13 +345,12 @@ pub fn token(
     let candidates = uncovered(events, cov);
     let split = candidates.len().saturating_sub(retention);
     let (head, tail) = candidates.split_at(split);
-    let ok = compactable(events, ids, head, tail);
-    let window: Vec<usize> = head
-        .iter()
-        .zip(&ok)
-        .filter_map(|(&pos, &ok)| ok.then_some(pos))
-        .collect();
     let seeds = cov.surviving_events();
+    let window = settle(events, cov, &seeds, |forced| {
+        let window = chosen(head, &compactable(events, ids, head, tail, forced));
+        Some((window.clone(), window))
+    })
+    .unwrap_or_default();
     if window.is_empty() && seeds.len() < 2 {
         return None;
     }
@@ -285,19 +389,7 @@ pub fn write(
     seeds: &[usize],
     foreign: &[f64],
 ) -> Option<Written> {
-    let seed_extents: Vec<&Extent> = cov
-        .extents
-        .iter()
-        .filter(|x| seeds.contains(&x.at))
-        .collect();
-    let bounds = handed
-        .iter()
-        .map(|&p| (events[p].timestamp, events[p].timestamp))
-        .chain(seed_extents.iter().map(|x| (x.start, x.end)))
-        .filter(|(a, b)| a.is_finite() && b.is_finite());
-    let (start, end) = bounds.fold(None, |acc: Option<(f64, f64)>, (a, b)| {
-        Some(acc.map_or((a, b), |(s, e)| (s.min(a), e.max(b))))
-    })?;
+    let (start, end) = span(events, cov, handed, seeds)?;
     let mut mask = vec![false; events.len()];
     for &p in handed.iter().chain(seeds) {
         mask[p] = true;
@@ -321,7 +413,7 @@ pub fn write(
 mod tests {
     use super::*;
     use crate::core::event::Span;
-    use crate::core::exact::{holes, Hole};
+    use crate::core::exact::holes;
 
     /// Views plus the id arena their spans index.
     #[derive(Default)]
@@ -405,6 +497,87 @@ mod tests {
         let plan = token(&s.events, &s.ids, &cov, 2).unwrap();
         assert_eq!(plan.window, vec![0]);
         assert!(!plan.window.contains(&call) && !plan.window.contains(&response));
+    }
+
+    #[test]
+    fn an_event_tied_with_a_hole_stays_raw_with_its_call() {
+        // One tool round, the reply stamped in the microsecond of the tool
+        // response, tail retention keeping the reply: its hole's key names
+        // the response too, so the response (and its call) stay raw.
+        let mut s = Session::default();
+        s.raw(0.5, 1);
+        s.call(0.75, 1, 7);
+        s.response(1.0, 1, 7);
+        s.raw(1.0, 1);
+        let cov = s.cover(Vec::new());
+        let plan = token(&s.events, &s.ids, &cov, 1).unwrap();
+        assert_eq!(plan.window, vec![0]);
+        // The same tie without a call: the tied event alone stays raw.
+        let mut s = Session::default();
+        s.raw(0.5, 1);
+        s.raw(1.0, 1);
+        s.raw(1.0, 1);
+        let cov = s.cover(Vec::new());
+        assert_eq!(token(&s.events, &s.ids, &cov, 1).unwrap().window, vec![0]);
+        // Tied in time but of another invocation: no key names it.
+        let mut s = Session::default();
+        s.raw(0.5, 1);
+        s.raw(1.0, 1);
+        s.raw(1.0, 2);
+        let cov = s.cover(Vec::new());
+        assert_eq!(
+            token(&s.events, &s.ids, &cov, 1).unwrap().window,
+            vec![0, 1]
+        );
+    }
+
+    #[test]
+    fn a_sliding_window_keeps_raw_what_a_later_tied_hole_would_name() {
+        // A pending call stays raw inside the window's interval; the event
+        // of its invocation tied with it would read as excluded.
+        let mut s = Session::default();
+        s.raw(1.0, 1);
+        let pending = s.call(2.0, 1, 9);
+        let tied = s.raw(2.0, 1);
+        s.raw(3.0, 1);
+        let cov = s.cover(Vec::new());
+        let handed = sliding(&s.events, &s.ids, &cov, 1, 0).unwrap();
+        assert!(!handed.contains(&pending) && !handed.contains(&tied));
+        assert_eq!(handed, vec![0, 3]);
+    }
+
+    #[test]
+    fn a_hole_naming_a_seeded_event_leaves_the_seed_beside_the_summary() {
+        // The documented residual: e3 stored after the seed, stamped in the
+        // microsecond and invocation of e1 which the seed covers, retained
+        // raw: its hole names e1 too. Nothing is lost; the seed survives.
+        let mut s = Session::default();
+        s.raw(1.0, 1);
+        s.raw(2.0, 1);
+        let seed = s.compaction(2.5, 1.0, 2.0);
+        s.raw(5.0, 2);
+        let tied = s.raw(2.0, 1);
+        let cov = s.cover(vec![Extent::new(seed, 1.0, 2.0, Vec::new())]);
+        let plan = token(&s.events, &s.ids, &cov, 1).unwrap();
+        assert_eq!(
+            (plan.window.clone(), plan.seeds.clone()),
+            (vec![3], vec![seed])
+        );
+        let w = write(&s.events, &cov, &plan.window, &plan.seeds, &[]).unwrap();
+        assert_eq!(w.holes, vec![tied]);
+        let at = s.compaction(6.0, w.start, w.end);
+        let hole = Hole {
+            micros: 2_000_000,
+            invocation: Some(1),
+        };
+        let cov = s.cover(vec![
+            Extent::new(seed, 1.0, 2.0, Vec::new()),
+            Extent::new(at, w.start, w.end, vec![hole]),
+        ]);
+        assert_eq!(
+            prompt(&s.events, &cov),
+            vec![Item::Summary(seed), Item::Raw(tied), Item::Summary(at)]
+        );
     }
 
     #[test]
