@@ -37,7 +37,8 @@ from google.adk.events.event import Event
 from google.adk.sessions.base_session_service import GetSessionConfig
 from google.adk.sessions.in_memory_session_service import InMemorySessionService
 
-from . import _compaction, _exact, _filtering, _native, _reference, _summaries
+from . import _compaction, _exact, _native, _reference, _summaries
+from ._compaction import _is_int
 
 logger = logging.getLogger("adk_fastcompact")
 
@@ -156,26 +157,6 @@ def _foreign(session: Any, stored: list[Event]) -> list[Event]:
     return [event for event in stored if event.id not in known]
 
 
-def _earliest(events: list[Event], handed: Sequence[int], seeds: Sequence[int]) -> float:
-    """The earliest timestamp the new compaction's interval can reach: its
-    handed events', and the seeds' bounds and record starts (the record's
-    interval can reach before plain bounds narrowed for plain readers);
-    -inf when one is not a finite number (the whole session is re-read)."""
-    times: list[Any] = [events[i].timestamp for i in handed]
-    for i in seeds:
-        seed = events[i]
-        compaction = seed.actions.compaction
-        if compaction is not None:
-            times += [compaction.start_timestamp, compaction.end_timestamp]
-        record = (seed.custom_metadata or {}).get(_exact.METADATA_KEY)
-        if isinstance(record, dict) and "start" in record:
-            times.append(record["start"])
-    finite = [t for t in times if isinstance(t, (int, float)) and math.isfinite(t)]
-    if len(finite) < len(times) or not finite:
-        return -math.inf
-    return float(min(finite))
-
-
 async def _recorded(
     compaction_event: Event,
     *,
@@ -184,6 +165,7 @@ async def _recorded(
     events: list[Event],
     handed: Sequence[int],
     seeds: Sequence[int],
+    since: float,
     scope: str | None,
 ) -> Event | None:
     """`compaction_event` with its coverage record and plain-safe bounds, or
@@ -199,7 +181,7 @@ async def _recorded(
     if compaction is None or compaction.compacted_content is None:
         # Not a summary: nothing is covered by it; google-adk appends it as is.
         return compaction_event
-    stored = await _stored_events(session, session_service, _earliest(events, handed, seeds))
+    stored = await _stored_events(session, session_service, since)
     if stored is None:
         return None
     foreign: list[tuple[str, float]] = []
@@ -230,23 +212,34 @@ async def run_compaction_for_sliding_window(
     config = app.events_compaction_config
     if config is None:
         return
-    events = _in_scope(_filtering.apply_rewinds(session.events), None)
-    if not events:
-        return
-    if _adk._has_token_threshold_config(config):
-        if await _adk._run_compaction_for_token_threshold(app, session, session_service):
-            return
-    if not _adk._has_sliding_window_config(config):
-        return
-    if config.compaction_interval is None or config.overlap_size is None:
-        return
-    selected = _native.exact_sliding_window(events, config.compaction_interval, config.overlap_size)
+    sliding = (
+        _adk._has_sliding_window_config(config)
+        and config.compaction_interval is not None
+        and config.overlap_size is not None
+    )
+    # As parity mode does: the selection is made first (asked with the
+    # smallest window when only its event list is wanted) and reused if the
+    # token-threshold path leaves the session as it was.
+    selected = None
+    if not sliding or (_is_int(config.compaction_interval) and _is_int(config.overlap_size)):
+        selected = _native.exact_sliding_window(
+            session.events,
+            config.compaction_interval if sliding else 1,
+            config.overlap_size if sliding else 0,
+        )
     if selected is None:
         original = _reference.original("run_compaction_for_sliding_window")
         async for event in original(app, session, session_service):
             yield event
         return
-    handed, covered, problems = selected
+    events, handed, covered, since, problems = selected
+    if not events:
+        return
+    if _adk._has_token_threshold_config(config):
+        if await _adk._run_compaction_for_token_threshold(app, session, session_service):
+            return
+    if not sliding:
+        return
     _exact.report(problems)
     if not handed:
         return
@@ -279,18 +272,11 @@ async def run_compaction_for_sliding_window(
         events=events,
         handed=handed,
         seeds=(),
+        since=since,
         scope=None,
     )
     if compaction_event is not None:
         yield compaction_event
-
-
-def _in_scope(events: list[Event], scope: str | None) -> list[Event]:
-    """The events of `events` in isolation scope `scope`."""
-    scoped = _native.exact_in_scope(events, scope)
-    if scoped is None:
-        return [event for event in events if event.isolation_scope == scope]
-    return scoped
 
 
 def _latest_summary(events: list[Event]) -> Event | None:
@@ -326,17 +312,15 @@ async def run_compaction_for_token_threshold_config(
         return False
     if config.token_threshold is None or config.event_retention_size is None:
         return False
-    rewound = _filtering.apply_rewinds(session.events)
-    events = _in_scope(rewound, isolation_scope)
-    count = _adk._latest_prompt_token_count(
-        rewound,
-        current_branch=current_branch,
-        agent_name=agent_name,
-        isolation_scope=isolation_scope,
-    )
-    if count is None or count < config.token_threshold:
-        return False
-    selected = _native.exact_token_threshold(events, config.event_retention_size)
+    selected = None
+    if _is_int(config.event_retention_size) and _is_int(config.token_threshold):
+        selected = _native.exact_token_threshold(
+            session.events,
+            isolation_scope,
+            config.event_retention_size,
+            agent_name,
+            config.token_threshold,
+        )
     if selected is None:
         return bool(
             await _reference.original("run_compaction_for_token_threshold_config")(
@@ -349,7 +333,16 @@ async def run_compaction_for_token_threshold_config(
                 isolation_scope=isolation_scope,
             )
         )
-    window, seeds, problems = selected
+    rewound, events, count, window, seeds, since, problems = selected
+    if count is None:
+        count = _adk._estimate_prompt_token_count(
+            events=rewound,
+            current_branch=current_branch,
+            agent_name=agent_name,
+            isolation_scope=isolation_scope,
+        )
+    if count is None or count < config.token_threshold:
+        return False
     _exact.report(problems)
     if not window and len(seeds) < 2:
         return False
@@ -376,6 +369,7 @@ async def run_compaction_for_token_threshold_config(
         events=events,
         handed=window,
         seeds=seeds,
+        since=since,
         scope=isolation_scope,
     )
     if recorded is None:

@@ -23,7 +23,6 @@ __all__ = [
     "decline_counts",
     "decline_totals",
     "exact_foreign",
-    "exact_in_scope",
     "exact_prompt",
     "exact_record",
     "exact_sliding_window",
@@ -99,12 +98,6 @@ def new_coverage_record(start: float, end: float, holes: list[tuple[str, float]]
         bounds are inverted.
     """
 
-def exact_in_scope(events: list[Event], scope: str | None = None) -> list[Event] | None:
-    """The events of `events` whose `isolation_scope` is `scope`: the same
-    objects, in order; None to decline (an event window selection cannot
-    read).
-    """
-
 def exact_prompt(
     events: list[Event],
     make_summary: Callable[[Event], Event],
@@ -130,24 +123,39 @@ def exact_prompt(
 
 def exact_sliding_window(
     events: list[Event], interval: int, overlap: int
-) -> tuple[list[int], list[bool], list[tuple[int, str]]] | None:
-    """Exact mode's sliding-window selection over rewound, scoped `events`.
+) -> tuple[list[Event], list[int], list[bool], float, list[tuple[int, str]]] | None:
+    """Exact mode's sliding-window selection over a session's `events`.
 
     Returns:
-      `(handed, covered, problems)`: positions to summarize (empty: do not
-      run), which of them a compaction already covers (overlap), and the
-      unused records; None to decline.
+      `(events, handed, covered, since, problems)`: the live events without
+      isolation scope (rewinds applied), the positions among them to
+      summarize (empty: do not run), which of them a compaction already
+      covers (overlap), the earliest timestamp the compaction can reach
+      (-inf when one is not finite), and the unused records; None to
+      decline.
     """
 
 def exact_token_threshold(
-    events: list[Event], retention: int
-) -> tuple[list[int], list[int], list[tuple[int, str]]] | None:
-    """Exact mode's tail-retention selection over rewound, scoped `events`.
+    events: list[Event],
+    isolation_scope: str | None,
+    event_retention_size: int,
+    agent_name: str,
+    token_threshold: int,
+) -> (
+    tuple[list[Event], list[Event], int | None, list[int], list[int], float, list[tuple[int, str]]]
+    | None
+):
+    """Exact mode's tail-retention selection over a session's `events`.
 
     Returns:
-      `(window, seeds, problems)`: raw events to summarize, the surviving
-      compaction events whose summaries seed the new one (both empty: do
-      not run), and the unused records; None to decline.
+      `(rewound, events, count, window, seeds, since, problems)`: the
+      rewound events, those of `isolation_scope`, google-adk's latest
+      observed prompt token count of `agent_name` (None where google-adk
+      estimates it), the positions in `events` of the raw events to
+      summarize and of the surviving compaction events whose summaries seed
+      the new one (both empty: do not run; not looked for when the count is
+      below `token_threshold`), the earliest timestamp the compaction can
+      reach, and the unused records; None to decline.
     """
 
 def exact_foreign(events: list[Event], stored: list[Event]) -> list[int] | None:

@@ -357,6 +357,27 @@ pub fn token(
     Some(TokenPlan { window, seeds })
 }
 
+/// The earliest timestamp a compaction over `handed` seeded by `seeds`
+/// can reach (a seed's record can reach before the bounds its
+/// `EventCompaction` carries), from which on a store is re-read for events
+/// appended meanwhile; -inf when one of them is not a finite number (the
+/// whole session is then re-read).
+pub fn earliest(events: &[EventView], cov: &Coverage, handed: &[usize], seeds: &[usize]) -> f64 {
+    let stamps = handed.iter().map(|&p| events[p].timestamp).chain(
+        seeds
+            .iter()
+            .filter_map(|&p| cov.extents.iter().find(|x| x.at == p))
+            .flat_map(|x| [x.start, x.end]),
+    );
+    stamps.fold(f64::INFINITY, |low, t| {
+        if t.is_finite() {
+            low.min(t)
+        } else {
+            f64::NEG_INFINITY
+        }
+    })
+}
+
 /// What a compaction written in exact mode records.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Written {

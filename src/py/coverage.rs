@@ -13,6 +13,7 @@ use super::index::{
     encode_item, exact_again, exact_prompt_again, load, ExactAnswer, ExactAsked, Loaded,
 };
 use super::scratch::Views;
+use super::window::{latest_count, live, text, LIGHT};
 use crate::core::coverage::{self, Coverage};
 use crate::core::event::EventView;
 use crate::core::exact::{Extent, Hole, Key, Record, METADATA_KEY};
@@ -31,22 +32,20 @@ const PROMPT: Need = Need {
     ..Need::NONE
 };
 
-/// What exact mode's window selection reads of every event: coverage, and
-/// the function-call links that keep call groups whole.
-const EXACT: Need = Need {
-    timestamp: true,
-    compaction: true,
-    invocation: true,
+/// What exact mode's window selection reads of every event: what parity's
+/// reads (rewinds, scope, coverage bounds, invocations) ...
+const SELECT: Need = LIGHT;
+
+/// ... and of the events no compaction covers (the candidates): the
+/// function-call links that keep call groups whole.
+const CALLS: Need = Need {
     parts: true,
     pairing: true,
-    ..Need::NONE
+    ..SELECT
 };
 
 /// Unused records: `(index of the compaction event, why)`.
 type Problems = Vec<(usize, String)>;
-
-/// A selection: two lists of positions and the unused records.
-type Plan<'py> = (Bound<'py, PyList>, Bound<'py, PyList>, Problems);
 
 /// A session read for exact mode.
 struct Read<'py> {
@@ -60,28 +59,80 @@ impl<'py> Read<'py> {
     fn views(&self) -> &[EventView] {
         &self.views
     }
-
-    fn ids(&self) -> &[Sym] {
-        &self.loaded.ex.ids
-    }
 }
 
 /// Reads `events` through the session's index (as parity mode does: a
 /// session seen before is answered from what its objects showed), then the
-/// coverage record of every compaction event.
+/// coverage record of every compaction event (or the coverage a selection
+/// remembered for these very objects).
 fn read<'py>(events: &Bound<'py, PyAny>, need: Need) -> Extracted<Read<'py>> {
     let py = events.py();
+    let remembered = remembered_coverage(events)?;
     let mut loaded = load(events, need)?;
     let mut views = std::mem::take(&mut loaded.views);
+    let (extents, coverage, problems) = match remembered {
+        Some((coverage, problems)) => (Vec::new(), Some(coverage), problems),
+        None => {
+            // `load` reads the whole list: its objects are the positions'.
+            let objects = std::mem::take(&mut loaded.objects);
+            let found = extents(&mut loaded.ex, &views, |pos| objects.get(pos));
+            loaded.objects = objects;
+            let (extents, problems) = found?;
+            (extents, None, problems)
+        }
+    };
+    let holes = match &coverage {
+        Some(c) => c.extents.iter().any(|x| !x.holes.is_empty()),
+        None => extents.iter().any(|x| !x.holes.is_empty()),
+    };
+    if !need.invocation && holes {
+        // A hole names an event by invocation: every event's is needed
+        // (before coverage is found, and by the caller's checks after).
+        let all: Vec<usize> = (0..views.len()).collect();
+        let objects = std::mem::take(&mut loaded.objects);
+        let need = Need {
+            invocation: true,
+            ..need
+        };
+        let done = loaded.complete(&objects, &mut views, &all, need);
+        loaded.objects = objects;
+        done?;
+    }
+    let coverage = match coverage {
+        Some(coverage) => coverage,
+        None => py.detach(|| guarded(|| Ok(Coverage::new(&views, extents))))?,
+    };
+    Ok(Read {
+        loaded,
+        views,
+        coverage,
+        problems,
+    })
+}
+
+/// The coverage a selection remembered for the objects of `events` (the
+/// list it handed out), with the records it did not use.
+fn remembered_coverage(events: &Bound<'_, PyAny>) -> Extracted<Option<(Coverage, Problems)>> {
+    let list = Extractor::list(events)?;
+    Ok(exact_again(list, ExactAsked::Coverage)?
+        .and_then(|a| Some((Coverage::clone(a.coverage.as_deref()?), a.problems.clone()))))
+}
+
+/// The extents of the compaction events of `views` (`object(pos)` the
+/// event at `pos`): each one's record, or its interval where it has none
+/// or one that is not used (reported as `(pos, why)`).
+fn extents<'a, 'py: 'a>(
+    ex: &mut Extractor<'py>,
+    views: &[EventView],
+    object: impl Fn(usize) -> Option<&'a Bound<'py, PyAny>>,
+) -> Extracted<(Vec<Extent>, Problems)> {
     let mut extents = Vec::new();
     let mut problems = Problems::new();
     for (pos, view) in views.iter().enumerate() {
         let Some((start, end)) = view.compaction.and_then(|c| c.bounds()) else {
             continue;
         };
-        let object = loaded
-            .object(pos)
-            .ok_or(Outcome::Decline("internal error"))?;
+        let object = object(pos).ok_or(Outcome::Decline("internal error"))?;
         let record = match record_of(object, (start, end))? {
             Some(Ok(record)) => Some(record),
             Some(Err(why)) => {
@@ -96,7 +147,7 @@ fn read<'py>(events: &Bound<'py, PyAny>, need: Need) -> Extracted<Read<'py>> {
                 for key in &r.holes {
                     holes.push(Hole {
                         micros: key.micros,
-                        invocation: intern(&mut loaded.ex, &key.invocation)?,
+                        invocation: intern(ex, &key.invocation)?,
                     });
                 }
                 Extent::new(pos, r.start, r.end, holes)
@@ -107,25 +158,7 @@ fn read<'py>(events: &Bound<'py, PyAny>, need: Need) -> Extracted<Read<'py>> {
         };
         extents.push(extent);
     }
-    if !need.invocation && extents.iter().any(|x| !x.holes.is_empty()) {
-        // A hole names an event by invocation: every event's is needed.
-        let all: Vec<usize> = (0..views.len()).collect();
-        let objects = std::mem::take(&mut loaded.objects);
-        let need = Need {
-            invocation: true,
-            ..need
-        };
-        let done = loaded.complete(&objects, &mut views, &all, need);
-        loaded.objects = objects;
-        done?;
-    }
-    let coverage = py.detach(|| guarded(|| Ok(Coverage::new(&views, extents))))?;
-    Ok(Read {
-        loaded,
-        views,
-        coverage,
-        problems,
-    })
+    Ok((extents, problems))
 }
 
 /// The symbol a record's invocation id has in this extraction (`None` for
@@ -210,9 +243,9 @@ fn run_prompt<'py>(
     };
     let answer = ExactAnswer {
         first: items.iter().map(|&item| encode_item(item)).collect(),
-        second: Vec::new(),
         problems: r.problems.clone(),
         last,
+        ..ExactAnswer::default()
     };
     r.loaded
         .remember_exact(ExactAsked::Prompt, Arc::new(answer));
@@ -220,89 +253,289 @@ fn run_prompt<'py>(
     Ok((out, r.problems))
 }
 
-/// Exact mode's answer to `asked` on `events`: remembered for the very same
-/// list, or computed by `compute` (over the read session) and remembered.
-fn answer<'py>(
-    events: &Bound<'py, PyAny>,
-    asked: ExactAsked,
-    compute: impl FnOnce(&Read<'py>) -> Extracted<(Vec<u32>, Vec<u32>)>,
-) -> Extracted<Arc<ExactAnswer>> {
-    let list = Extractor::list(events)?;
-    let answer = match exact_again(list, asked)? {
-        Some(answer) => answer,
-        None => {
-            let mut r = read(events, EXACT)?;
-            let (first, second) = compute(&r)?;
-            let answer = Arc::new(ExactAnswer {
-                first,
-                second,
-                problems: std::mem::take(&mut r.problems),
-                last: f64::NAN,
-            });
-            r.loaded.remember_exact(asked, answer.clone());
-            answer
-        }
-    };
-    Ok(answer)
+/// A session read for an exact-mode selection: the live events of one
+/// isolation scope (rewinds applied, as google-adk selects from them) and,
+/// once [`Scoped::cover`] ran, what their compactions cover.
+struct Scoped<'py> {
+    loaded: Loaded<'py>,
+    /// The list's objects and their views.
+    objects: Vec<Bound<'py, PyAny>>,
+    all: Views,
+    /// Positions in the list of the rewound events, and of those in scope.
+    rewound: Vec<usize>,
+    scoped: Vec<usize>,
+    /// The views of the events in scope (function-call links read for
+    /// the events no compaction covers), and their coverage; positions
+    /// from here on are in the scoped list.
+    views: Vec<EventView>,
+    coverage: Coverage,
+    problems: Problems,
+    covered: bool,
 }
 
-/// Exact mode's sliding-window selection over `events` (rewound and
-/// scoped): `(handed, covered, problems)`, the positions to summarize (an
-/// empty list when nothing should be) and which of them a compaction already
-/// covers (overlap); `None` to decline.
+impl<'py> Scoped<'py> {
+    /// Reads `events` (a session's whole list) for a selection in isolation
+    /// scope `scope`: what parity's selection reads of every event.
+    fn read(events: &Bound<'py, PyAny>, scope: &Bound<'py, PyAny>) -> Extracted<Self> {
+        let mut loaded = load(events, SELECT)?;
+        let scope = loaded.ex.interner.nullable(scope, "isolation_scope")?;
+        let objects = std::mem::take(&mut loaded.objects);
+        let all = std::mem::take(&mut loaded.views);
+        let rewound = live(&all, |_| true);
+        let scoped: Vec<usize> = rewound
+            .iter()
+            .copied()
+            .filter(|&i| all[i].scope == scope)
+            .collect();
+        let views: Vec<EventView> = scoped.iter().map(|&i| all[i]).collect();
+        Ok(Scoped {
+            loaded,
+            objects,
+            all,
+            rewound,
+            scoped,
+            views,
+            coverage: Coverage::new(&[], Vec::new()),
+            problems: Problems::new(),
+            covered: false,
+        })
+    }
+
+    /// Reads the records and finds what they cover, then the function-call
+    /// links of the events they leave uncovered (the candidates).
+    fn cover(&mut self) -> Extracted<()> {
+        let py = self.objects.first().map(|o| o.py());
+        let (objects, scoped) = (&self.objects, &self.scoped);
+        let (extents, problems) = extents(&mut self.loaded.ex, &self.views, |k| {
+            objects.get(*scoped.get(k)?)
+        })?;
+        let views = &self.views;
+        let cover = || guarded(|| Ok(Coverage::new(views, extents)));
+        self.coverage = match py {
+            Some(py) => py.detach(cover)?,
+            None => cover()?,
+        };
+        self.problems = problems;
+        let candidates: Vec<usize> = (0..self.views.len())
+            .filter(|&k| self.coverage.uncovered(&self.views, k))
+            .collect();
+        let todo: Vec<usize> = candidates.iter().map(|&k| self.scoped[k]).collect();
+        self.loaded
+            .complete(&self.objects, &mut self.all, &todo, CALLS)?;
+        for &k in &candidates {
+            self.views[k] = self.all[self.scoped[k]];
+        }
+        self.covered = true;
+        Ok(())
+    }
+
+    fn ids(&self) -> &[Sym] {
+        &self.loaded.ex.ids
+    }
+
+    /// Remembers `answer` to `asked` for the list, and the coverage (when
+    /// found) for the list of the events in scope, which the record is
+    /// then written over.
+    fn remember(&mut self, asked: ExactAsked, answer: Arc<ExactAnswer>) {
+        if self.covered {
+            let coverage = Arc::new(ExactAnswer {
+                coverage: Some(Arc::new(self.coverage.clone())),
+                problems: self.problems.clone(),
+                ..ExactAnswer::default()
+            });
+            self.loaded.remember_exact_at(
+                &self.objects,
+                &self.scoped,
+                ExactAsked::Coverage,
+                coverage,
+            );
+        }
+        let every: Vec<usize> = (0..self.objects.len()).collect();
+        self.loaded
+            .remember_exact_at(&self.objects, &every, asked, answer);
+    }
+}
+
+/// What a selection computes: its two lists (positions in the scoped
+/// list), its count and its earliest timestamp.
+type Computed = (Vec<u32>, Vec<u32>, Option<i64>, f64);
+
+/// Exact mode's answer to `asked` on `events` (a session's whole list) in
+/// isolation scope `scope`: remembered for the very same list, or computed
+/// by `compute` over the read session and remembered. With the list.
+fn answer<'py>(
+    events: &Bound<'py, PyAny>,
+    scope: &Bound<'py, PyAny>,
+    asked: ExactAsked,
+    compute: impl FnOnce(&mut Scoped<'py>) -> Extracted<Computed>,
+) -> Extracted<(Arc<ExactAnswer>, Bound<'py, PyList>)> {
+    let list = Extractor::list(events)?;
+    if let Some(answer) = exact_again(list, asked.clone())? {
+        return Ok((answer, list.clone()));
+    }
+    let mut r = Scoped::read(events, scope)?;
+    let (first, second, count, since) = compute(&mut r)?;
+    let n = r.objects.len();
+    let positions = |v: &[usize]| (v.len() != n).then(|| v.iter().map(|&i| i as u32).collect());
+    let answer = Arc::new(ExactAnswer {
+        first,
+        second,
+        rewound: positions(&r.rewound),
+        scoped: positions(&r.scoped),
+        count,
+        since,
+        problems: r.problems.clone(),
+        ..ExactAnswer::default()
+    });
+    r.remember(asked, answer.clone());
+    Ok((answer, list.clone()))
+}
+
+/// The items of `list` at `at` (`None`: all of them), in a new list.
+fn items_at<'py>(list: &Bound<'py, PyList>, at: Option<&[u32]>) -> PyResult<Bound<'py, PyList>> {
+    match at {
+        None => Ok(PyList::new(list.py(), list.iter())?),
+        Some(at) => PyList::new(
+            list.py(),
+            at.iter()
+                .map(|&i| list.get_item(i as usize))
+                .collect::<PyResult<Vec<_>>>()?,
+        ),
+    }
+}
+
+/// A sliding-window selection: `(events, handed, covered, since,
+/// problems)`.
+type Sliding<'py> = (
+    Bound<'py, PyList>,
+    Bound<'py, PyList>,
+    Bound<'py, PyList>,
+    f64,
+    Problems,
+);
+
+/// Exact mode's sliding-window selection over a session's `events`:
+/// `(events, handed, covered, since, problems)`: the live events without
+/// isolation scope (rewinds applied), the positions among them to hand the
+/// summarizer (an empty list when nothing should be summarized), which of
+/// them a compaction already covers (overlap), the earliest timestamp the
+/// compaction can reach (-inf when one is not finite), and the records not
+/// used; `None` to decline.
 #[pyfunction]
 pub fn exact_sliding_window<'py>(
     events: &Bound<'py, PyAny>,
     interval: i64,
     overlap: i64,
-) -> PyResult<Option<Plan<'py>>> {
+) -> PyResult<Option<Sliding<'py>>> {
     let py = events.py();
-    let plan = answer(events, ExactAsked::Sliding(interval, overlap), |r| {
-        let (views, ids, cov) = (r.views(), r.ids(), &r.coverage);
-        let handed = py.detach(|| {
-            guarded(
-                || Ok(coverage::sliding(views, ids, cov, interval, overlap).unwrap_or_default()),
-            )
+    let none = py.None().into_bound(py);
+    let run = || -> Extracted<Sliding<'py>> {
+        let asked = ExactAsked::Sliding(interval, overlap);
+        let (a, list) = answer(events, &none, asked, |r| {
+            r.cover()?;
+            let (views, ids, cov) = (&r.views[..], r.ids(), &r.coverage);
+            let handed = py.detach(|| {
+                guarded(|| {
+                    Ok(coverage::sliding(views, ids, cov, interval, overlap).unwrap_or_default())
+                })
+            })?;
+            let covered = handed.iter().map(|&p| u32::from(cov.hidden[p])).collect();
+            let since = coverage::earliest(views, cov, &handed, &[]);
+            Ok((
+                handed.iter().map(|&p| p as u32).collect(),
+                covered,
+                None,
+                since,
+            ))
         })?;
-        let covered = handed.iter().map(|&p| u32::from(cov.hidden[p])).collect();
-        Ok((handed.iter().map(|&p| p as u32).collect(), covered))
-    });
-    let plan = plan.and_then(|a| {
         let covered = a.second.iter().map(|&flag| flag != 0);
         Ok((
+            items_at(&list, a.scoped.as_deref())?,
             PyList::new(py, &a.first)?,
             PyList::new(py, covered)?,
+            a.since,
             a.problems.clone(),
         ))
-    });
-    finish(py, "_run_compaction_for_sliding_window", plan)
+    };
+    finish(py, "_run_compaction_for_sliding_window", run())
 }
 
-/// Exact mode's tail-retention selection over `events` (rewound and
-/// scoped): `(window, seeds, problems)`, the raw events to summarize and the
-/// surviving compaction events whose summaries seed the new one (both empty
-/// when nothing should be summarized); `None` to decline.
+/// A tail-retention selection: `(rewound, events, count, window, seeds,
+/// since, problems)`.
+type Token<'py> = (
+    Bound<'py, PyList>,
+    Bound<'py, PyList>,
+    Option<i64>,
+    Bound<'py, PyList>,
+    Bound<'py, PyList>,
+    f64,
+    Problems,
+);
+
+/// Exact mode's tail-retention selection over a session's `events`:
+/// `(rewound, events, count, window, seeds, since, problems)`: the rewound
+/// events, those of `isolation_scope`, google-adk's latest observed prompt
+/// token count of `agent_name` (`None` where google-adk estimates it), the
+/// positions in `events` of the raw events to summarize and of the
+/// surviving compaction events whose summaries seed the new one (both
+/// empty when nothing should be summarized, and without a look when the
+/// count is below `token_threshold`), the earliest timestamp the
+/// compaction can reach, and the records not used; `None` to decline.
 #[pyfunction]
 pub fn exact_token_threshold<'py>(
     events: &Bound<'py, PyAny>,
-    retention: usize,
-) -> PyResult<Option<Plan<'py>>> {
+    isolation_scope: &Bound<'py, PyAny>,
+    event_retention_size: i64,
+    agent_name: &Bound<'py, PyAny>,
+    token_threshold: i64,
+) -> PyResult<Option<Token<'py>>> {
     let py = events.py();
-    let plan = answer(events, ExactAsked::Token(retention), |r| {
-        let (views, ids, cov) = (r.views(), r.ids(), &r.coverage);
-        let plan = py.detach(|| guarded(|| Ok(coverage::token(views, ids, cov, retention))))?;
-        let (window, seeds) = plan.map(|p| (p.window, p.seeds)).unwrap_or_default();
-        let positions = |v: Vec<usize>| v.into_iter().map(|p| p as u32).collect();
-        Ok((positions(window), positions(seeds)))
-    });
-    let plan = plan.and_then(|a| {
+    let run = || -> Extracted<Token<'py>> {
+        let Ok(retention) = usize::try_from(event_retention_size) else {
+            return Err(Outcome::Decline("config out of range"));
+        };
+        let (Some(scope), Some(agent)) = (text(isolation_scope), text(agent_name)) else {
+            return Err(Outcome::Decline("isolation scope or agent name not a str"));
+        };
+        let threshold = token_threshold;
+        let asked = ExactAsked::Token {
+            retention,
+            scope,
+            agent,
+            threshold,
+        };
+        let (a, list) = answer(events, isolation_scope, asked, |r| {
+            let agent = r.loaded.ex.interner.optional(agent_name, "agent_name")?;
+            let count = latest_count(&mut r.loaded, &r.objects, &mut r.all, &r.scoped, agent)?;
+            if count.is_some_and(|c| c < threshold) {
+                // Observed below the threshold: nothing to select.
+                return Ok((Vec::new(), Vec::new(), count, f64::NEG_INFINITY));
+            }
+            r.cover()?;
+            let (views, ids, cov) = (&r.views[..], r.ids(), &r.coverage);
+            let plan = py.detach(|| guarded(|| Ok(coverage::token(views, ids, cov, retention))))?;
+            let (window, seeds) = plan.map(|p| (p.window, p.seeds)).unwrap_or_default();
+            let since = coverage::earliest(views, cov, &window, &seeds);
+            let positions = |v: Vec<usize>| v.into_iter().map(|p| p as u32).collect();
+            Ok((positions(window), positions(seeds), count, since))
+        })?;
+        let scoped = items_at(&list, a.scoped.as_deref())?;
+        let rewound = if a.rewound == a.scoped {
+            scoped.clone()
+        } else {
+            items_at(&list, a.rewound.as_deref())?
+        };
         Ok((
+            rewound,
+            scoped,
+            a.count,
             PyList::new(py, &a.first)?,
             PyList::new(py, &a.second)?,
+            a.since,
             a.problems.clone(),
         ))
-    });
-    finish(py, "_run_compaction_for_token_threshold_config", plan)
+    };
+    finish(py, "_run_compaction_for_token_threshold_config", run())
 }
 
 /// The coverage record of a compaction about to be appended to `events`:
@@ -361,44 +594,6 @@ pub fn exact_record<'py>(
     let record = Record::new(w.start, w.end, keys, (plain_start, plain_end))?;
     let dict = super::exact::to_python(py, &record)?;
     Ok(Some((dict, plain_start, plain_end)))
-}
-
-/// What scoping a session needs.
-const SCOPE: Need = Need {
-    window: true,
-    ..Need::NONE
-};
-
-/// The events of `events` whose `isolation_scope` is `scope` (the same
-/// objects, in order), read through the session's index; `None` to decline
-/// (an event the window selection could not read: the caller filters).
-#[pyfunction]
-#[pyo3(signature = (events, scope = None))]
-pub fn exact_in_scope<'py>(
-    events: &Bound<'py, PyAny>,
-    scope: Option<&str>,
-) -> PyResult<Option<Bound<'py, PyList>>> {
-    let py = events.py();
-    let run = || -> Extracted<Bound<'py, PyList>> {
-        let mut loaded = load(events, SCOPE)?;
-        let wanted = match scope {
-            None => None,
-            Some(text) => Some(loaded.ex.interner.text(text)?),
-        };
-        let views = std::mem::take(&mut loaded.views);
-        let mut out = Vec::with_capacity(views.len());
-        for (pos, view) in views.iter().enumerate() {
-            if view.scope == wanted {
-                out.push(
-                    loaded
-                        .object(pos)
-                        .ok_or(Outcome::Decline("internal error"))?,
-                );
-            }
-        }
-        Ok(PyList::new(py, out)?)
-    };
-    finish(py, "_run_compaction_for_sliding_window", run())
 }
 
 /// What identifying an event needs: nothing beyond its id, which every

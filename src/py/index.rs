@@ -55,6 +55,7 @@ use super::scratch::Views;
 use super::summary;
 use super::version_tag;
 use super::window::{Asked, Plan};
+use crate::core::coverage::Coverage;
 use crate::core::event::Sym;
 use crate::core::filter::{self, Extension, Item};
 use crate::core::hash::FastMap;
@@ -471,14 +472,24 @@ impl SelectionMemo {
 }
 
 /// What exact mode asked of a list (see [`exact_again`]).
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum ExactAsked {
     /// The prompt.
     Prompt,
     /// A sliding-window selection: interval and overlap.
     Sliding(i64, i64),
-    /// A tail-retention selection: the retained events.
-    Token(usize),
+    /// What the list's compactions cover (remembered by a selection for
+    /// the list it hands out, which the record is then written over).
+    Coverage,
+    /// A tail-retention selection: the retained events, the isolation
+    /// scope and the agent name (`str` or `None`, compared by value), the
+    /// token threshold.
+    Token {
+        retention: usize,
+        scope: Option<Box<str>>,
+        agent: Option<Box<str>>,
+        threshold: i64,
+    },
 }
 
 /// An exact-mode answer: up to two lists of positions (a prompt's items,
@@ -487,6 +498,19 @@ pub enum ExactAsked {
 pub struct ExactAnswer {
     pub first: Vec<u32>,
     pub second: Vec<u32>,
+    /// A selection's list positions: the rewound events and those of its
+    /// scope (`None`: every event), whose positions `first` and `second`
+    /// are.
+    pub rewound: Option<Vec<u32>>,
+    pub scoped: Option<Vec<u32>>,
+    /// A tail-retention selection's observed prompt token count.
+    pub count: Option<i64>,
+    /// A selection's earliest timestamp its compaction can reach (see
+    /// `coverage::earliest`).
+    pub since: f64,
+    /// What the compactions of the list cover (asked
+    /// [`ExactAsked::Coverage`]).
+    pub coverage: Option<Arc<Coverage>>,
     pub problems: Vec<(usize, String)>,
     /// A prompt's last sort key (its last item's timestamp, or interval
     /// end for a summary; -inf for an empty prompt, NaN when unknown).
@@ -495,7 +519,20 @@ pub struct ExactAnswer {
 
 impl ExactAnswer {
     fn memory_bytes(&self) -> usize {
-        (self.first.capacity() + self.second.capacity()) * 4
+        let positions = |v: &Option<Vec<u32>>| v.as_ref().map_or(0, Vec::capacity);
+        (self.first.capacity()
+            + self.second.capacity()
+            + positions(&self.rewound)
+            + positions(&self.scoped))
+            * 4
+            + self.coverage.as_ref().map_or(0, |c| {
+                c.hidden.len()
+                    + c.survive.len() * 8
+                    + c.extents
+                        .iter()
+                        .map(|x| 48 + x.holes.len() * 16)
+                        .sum::<usize>()
+            })
             + self
                 .problems
                 .iter()
@@ -1738,6 +1775,35 @@ impl<'py> Loaded<'py> {
         });
     }
 
+    /// Remembers `answer`, exact mode's answer to `asked` on the objects at
+    /// `positions` of this call's list (`objects`, as taken from it), for
+    /// [`exact_again`] on a list of those objects (when every one is bound).
+    pub fn remember_exact_at(
+        &mut self,
+        objects: &[Bound<'py, PyAny>],
+        positions: &[usize],
+        asked: ExactAsked,
+        answer: Arc<ExactAnswer>,
+    ) {
+        if self.slots.len() != objects.len() {
+            return;
+        }
+        let some: Vec<Bound<'py, PyAny>> = positions.iter().map(|&i| objects[i].clone()).collect();
+        let slots: Vec<Slot> = positions.iter().map(|&i| self.slots[i]).collect();
+        let Some(t) = memo_index(&mut self.checkout, &self.at) else {
+            return;
+        };
+        let Some(seen) = Seen::of(t, &some, &slots) else {
+            return;
+        };
+        t.exact.retain(|m| m.asked != asked);
+        t.exact.push(ExactMemo {
+            seen,
+            asked,
+            answer,
+        });
+    }
+
     /// Remembers `kept`, the result of `apply_rewinds` on this call's list,
     /// for [`rewinds_again`] (when every item is bound).
     pub fn remember_rewinds(&mut self, kept: &[usize]) {
@@ -2131,9 +2197,9 @@ fn extend_prompt(
     first.extend((known..known + views.len()).map(|i| encode_item(Item::Raw(i))));
     memo.answer = Arc::new(ExactAnswer {
         first,
-        second: Vec::new(),
         problems: memo.answer.problems.clone(),
         last,
+        ..ExactAnswer::default()
     });
     true
 }

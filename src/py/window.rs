@@ -14,7 +14,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 /// What window selection reads of every event.
-const LIGHT: Need = Need {
+pub(super) const LIGHT: Need = Need {
     timestamp: true,
     compaction: true,
     rewind: true,
@@ -192,7 +192,7 @@ fn subset<'a>(views: &'a [EventView], idx: &[usize]) -> Cow<'a, [EventView]> {
 }
 
 /// The live events of the session: rewinds applied, then only those `keep`s.
-fn live(views: &[EventView], keep: impl Fn(&EventView) -> bool) -> Vec<usize> {
+pub(super) fn live(views: &[EventView], keep: impl Fn(&EventView) -> bool) -> Vec<usize> {
     rewind::apply_rewinds(views)
         .into_iter()
         .filter(|&i| keep(&views[i]))
@@ -589,7 +589,7 @@ fn run_token<'py>(
 /// only of the events its scan reaches, as google-adk does: newest first,
 /// in blocks (staged as any batch is) that double in size, never past the
 /// newest compaction, where the scan stops.
-fn latest_count<'py>(
+pub(super) fn latest_count<'py>(
     loaded: &mut Loaded<'py>,
     objects: &[Bound<'py, PyAny>],
     views: &mut [EventView],
@@ -650,7 +650,7 @@ fn token_out<'py>(
 
 /// A `str` argument's text (`Some(None)` for `None`), or `None` for any
 /// other value.
-fn text(value: &Bound<'_, PyAny>) -> Option<Option<Box<str>>> {
+pub(super) fn text(value: &Bound<'_, PyAny>) -> Option<Option<Box<str>>> {
     if value.is_none() {
         return Some(None);
     }
