@@ -252,8 +252,18 @@ def test_exact_answers_are_reused_only_for_the_very_same_events() -> None:
     ]
     before = _stats("exact_reused")
     window = _native.exact_sliding_window(events, 1, 0)
-    assert window == _native.exact_sliding_window(events, 1, 0)
+    again = _native.exact_sliding_window(events, 1, 0)
+    assert window is not None and again is not None
+    assert window[:5] == again[:5]
     assert _stats("exact_reused") == before + 1
+    # The record written from the selection's handle is the one written by
+    # reading the events again; a list that is not the handed-out one is
+    # read.
+    scoped, handed, _, _, _, handle = window
+    assert handle is not None
+    by_handle = _native.exact_record(scoped, handed, [], [], handle)
+    assert by_handle == _native.exact_record(scoped, handed, [], [])
+    assert by_handle == _native.exact_record(list(scoped), handed, [], [], handle)
     # Asked otherwise, it is computed again.
     _native.exact_sliding_window(events, 2, 0)
     assert _stats("exact_reused") == before + 1

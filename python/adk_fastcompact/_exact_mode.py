@@ -167,6 +167,7 @@ async def _recorded(
     seeds: Sequence[int],
     since: float,
     scope: str | None,
+    selection: Any,
 ) -> Event | None:
     """`compaction_event` with its coverage record and plain-safe bounds, or
     None when it must not be appended.
@@ -196,7 +197,7 @@ async def _recorded(
             )
             return None
         foreign.append((event.invocation_id or "", event.timestamp))
-    written = _native.exact_record(events, list(handed), list(seeds), foreign)
+    written = _native.exact_record(events, list(handed), list(seeds), foreign, selection)
     if written is None:
         return None
     record, plain_start, plain_end = written
@@ -232,7 +233,7 @@ async def run_compaction_for_sliding_window(
         async for event in original(app, session, session_service):
             yield event
         return
-    events, handed, covered, since, problems = selected
+    events, handed, covered, since, problems, handle = selected
     if not events:
         return
     if _adk._has_token_threshold_config(config):
@@ -274,6 +275,7 @@ async def run_compaction_for_sliding_window(
         seeds=(),
         since=since,
         scope=None,
+        selection=handle,
     )
     if compaction_event is not None:
         yield compaction_event
@@ -333,7 +335,7 @@ async def run_compaction_for_token_threshold_config(
                 isolation_scope=isolation_scope,
             )
         )
-    rewound, events, count, window, seeds, since, problems = selected
+    rewound, events, count, window, seeds, since, problems, handle = selected
     if count is None:
         count = _adk._estimate_prompt_token_count(
             events=rewound,
@@ -371,6 +373,7 @@ async def run_compaction_for_token_threshold_config(
         seeds=seeds,
         since=since,
         scope=isolation_scope,
+        selection=handle,
     )
     if recorded is None:
         return False

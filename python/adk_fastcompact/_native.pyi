@@ -15,6 +15,7 @@ from google.adk.events.event import Event
 from google.genai.types import Content
 
 __all__ = [
+    "ExactSelection",
     "Selected",
     "__version__",
     "analyze_sessions",
@@ -123,15 +124,26 @@ def exact_prompt(
 
 def exact_sliding_window(
     events: list[Event], interval: int, overlap: int
-) -> tuple[list[Event], list[int], list[bool], float, list[tuple[int, str]]] | None:
+) -> (
+    tuple[
+        list[Event],
+        list[int],
+        list[bool],
+        float,
+        list[tuple[int, str]],
+        ExactSelection | None,
+    ]
+    | None
+):
     """Exact mode's sliding-window selection over a session's `events`.
 
     Returns:
-      `(events, handed, covered, since, problems)`: the live events without
+      `(events, handed, covered, since, problems, selection)`: the live events without
       isolation scope (rewinds applied), the positions among them to
       summarize (empty: do not run), which of them a compaction already
       covers (overlap), the earliest timestamp the compaction can reach
-      (-inf when one is not finite), and the unused records; None to
+      (-inf when one is not finite), the unused records, and the handle of
+      `events` for `exact_record` (None when nothing is handed); None to
       decline.
     """
 
@@ -148,14 +160,15 @@ def exact_token_threshold(
     """Exact mode's tail-retention selection over a session's `events`.
 
     Returns:
-      `(rewound, events, count, window, seeds, since, problems)`: the
+      `(rewound, events, count, window, seeds, since, problems, selection)`: the
       rewound events, those of `isolation_scope`, google-adk's latest
       observed prompt token count of `agent_name` (None where google-adk
       estimates it), the positions in `events` of the raw events to
       summarize and of the surviving compaction events whose summaries seed
       the new one (both empty: do not run; not looked for when the count is
       below `token_threshold`), the earliest timestamp the compaction can
-      reach, and the unused records; None to decline.
+      reach, the unused records, and the handle of `events` for
+      `exact_record` (None when both lists are empty); None to decline.
     """
 
 def exact_foreign(events: list[Event], stored: list[Event]) -> list[int] | None:
@@ -166,7 +179,11 @@ def exact_foreign(events: list[Event], stored: list[Event]) -> list[int] | None:
     """
 
 def exact_record(
-    events: list[Event], handed: list[int], seeds: list[int], foreign: list[tuple[str, float]]
+    events: list[Event],
+    handed: list[int],
+    seeds: list[int],
+    foreign: list[tuple[str, float]],
+    selection: ExactSelection | None = None,
 ) -> tuple[dict[str, Any], float, float] | None:
     """The coverage record of a compaction about to be appended to `events`.
 
@@ -176,6 +193,8 @@ def exact_record(
       seeds: Positions of the compaction events whose summaries seeded it.
       foreign: `(invocation_id, timestamp)` of events the store holds that
         `events` lacks (appended by another invocation).
+      selection: The handle the selection returned with `events`: when
+        `events` is that very list unchanged, the session is not read again.
 
     Returns:
       `(record, plain_start, plain_end)`: the record for `custom_metadata`
@@ -340,6 +359,11 @@ def recover_compacted_function_calls(events: object, source_events: object) -> l
       `events` itself when nothing is re-injected, a new list otherwise, or
       None to decline.
     """
+
+@final
+class ExactSelection:
+    """The list an exact-mode selection handed out, with what writing the
+    coverage record over it reads (pass it to `exact_record`)."""
 
 @final
 class Selected:

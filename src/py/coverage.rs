@@ -10,7 +10,7 @@ use super::error::{finish, Extracted, Outcome};
 use super::extract::{Extractor, Need};
 use super::filter::materialize;
 use super::index::{
-    encode_item, exact_again, exact_prompt_again, load, ExactAnswer, ExactAsked, Loaded,
+    encode_item, exact_again, exact_prompt_again, load, ExactAnswer, ExactAsked, ForRecord, Loaded,
 };
 use super::scratch::Views;
 use super::window::{latest_count, live, text, LIGHT};
@@ -63,31 +63,18 @@ impl<'py> Read<'py> {
 
 /// Reads `events` through the session's index (as parity mode does: a
 /// session seen before is answered from what its objects showed), then the
-/// coverage record of every compaction event (or the coverage a selection
-/// remembered for these very objects).
+/// coverage record of every compaction event.
 fn read<'py>(events: &Bound<'py, PyAny>, need: Need) -> Extracted<Read<'py>> {
     let py = events.py();
-    let remembered = remembered_coverage(events)?;
     let mut loaded = load(events, need)?;
     let mut views = std::mem::take(&mut loaded.views);
-    let (extents, coverage, problems) = match remembered {
-        Some((coverage, problems)) => (Vec::new(), Some(coverage), problems),
-        None => {
-            // `load` reads the whole list: its objects are the positions'.
-            let objects = std::mem::take(&mut loaded.objects);
-            let found = extents(&mut loaded.ex, &views, |pos| objects.get(pos));
-            loaded.objects = objects;
-            let (extents, problems) = found?;
-            (extents, None, problems)
-        }
-    };
-    let holes = match &coverage {
-        Some(c) => c.extents.iter().any(|x| !x.holes.is_empty()),
-        None => extents.iter().any(|x| !x.holes.is_empty()),
-    };
-    if !need.invocation && holes {
-        // A hole names an event by invocation: every event's is needed
-        // (before coverage is found, and by the caller's checks after).
+    // `load` reads the whole list: its objects are the positions'.
+    let objects = std::mem::take(&mut loaded.objects);
+    let found = extents(&mut loaded.ex, &views, |pos| objects.get(pos));
+    loaded.objects = objects;
+    let (extents, problems) = found?;
+    if !need.invocation && extents.iter().any(|x| !x.holes.is_empty()) {
+        // A hole names an event by invocation: every event's is needed.
         let all: Vec<usize> = (0..views.len()).collect();
         let objects = std::mem::take(&mut loaded.objects);
         let need = Need {
@@ -98,24 +85,13 @@ fn read<'py>(events: &Bound<'py, PyAny>, need: Need) -> Extracted<Read<'py>> {
         loaded.objects = objects;
         done?;
     }
-    let coverage = match coverage {
-        Some(coverage) => coverage,
-        None => py.detach(|| guarded(|| Ok(Coverage::new(&views, extents))))?,
-    };
+    let coverage = py.detach(|| guarded(|| Ok(Coverage::new(&views, extents))))?;
     Ok(Read {
         loaded,
         views,
         coverage,
         problems,
     })
-}
-
-/// The coverage a selection remembered for the objects of `events` (the
-/// list it handed out), with the records it did not use.
-fn remembered_coverage(events: &Bound<'_, PyAny>) -> Extracted<Option<(Coverage, Problems)>> {
-    let list = Extractor::list(events)?;
-    Ok(exact_again(list, ExactAsked::Coverage)?
-        .and_then(|a| Some((Coverage::clone(a.coverage.as_deref()?), a.problems.clone()))))
 }
 
 /// The extents of the compaction events of `views` (`object(pos)` the
@@ -333,26 +309,34 @@ impl<'py> Scoped<'py> {
         &self.loaded.ex.ids
     }
 
-    /// Remembers `answer` to `asked` for the list, and the coverage (when
-    /// found) for the list of the events in scope, which the record is
-    /// then written over.
+    /// Remembers `answer` to `asked` for the list.
     fn remember(&mut self, asked: ExactAsked, answer: Arc<ExactAnswer>) {
-        if self.covered {
-            let coverage = Arc::new(ExactAnswer {
-                coverage: Some(Arc::new(self.coverage.clone())),
-                problems: self.problems.clone(),
-                ..ExactAnswer::default()
-            });
-            self.loaded.remember_exact_at(
-                &self.objects,
-                &self.scoped,
-                ExactAsked::Coverage,
-                coverage,
-            );
-        }
         let every: Vec<usize> = (0..self.objects.len()).collect();
         self.loaded
             .remember_exact_at(&self.objects, &every, asked, answer);
+    }
+
+    /// What writing the record over the scoped list reads: the views'
+    /// timestamps, invocations and compactions (function-call spans
+    /// cleared: they point into this call's arena), and the coverage.
+    fn for_record(&self) -> Option<Arc<ForRecord>> {
+        if !self.covered {
+            return None;
+        }
+        let views = self
+            .views
+            .iter()
+            .map(|v| EventView {
+                timestamp: v.timestamp,
+                invocation: v.invocation,
+                compaction: v.compaction,
+                ..EventView::default()
+            })
+            .collect();
+        Some(Arc::new(ForRecord {
+            views,
+            coverage: self.coverage.clone(),
+        }))
     }
 }
 
@@ -385,10 +369,56 @@ fn answer<'py>(
         count,
         since,
         problems: r.problems.clone(),
+        record: r.for_record(),
         ..ExactAnswer::default()
     });
     r.remember(asked, answer.clone());
     Ok((answer, list.clone()))
+}
+
+/// A list an exact-mode selection handed out, with what writing the
+/// record over it reads (see [`exact_record`]): the record is written
+/// without reading the session again when it is given this very list,
+/// unchanged (the handle holds the objects, so an address cannot have been
+/// reused).
+#[pyclass(frozen)]
+pub struct ExactSelection {
+    list: Py<PyList>,
+    objects: Vec<Py<PyAny>>,
+    record: Arc<ForRecord>,
+}
+
+impl ExactSelection {
+    fn new<'py>(
+        list: &Bound<'py, PyList>,
+        record: Option<&Arc<ForRecord>>,
+    ) -> PyResult<Option<Bound<'py, ExactSelection>>> {
+        let Some(record) = record else {
+            return Ok(None);
+        };
+        let handle = ExactSelection {
+            list: list.clone().unbind(),
+            objects: list.iter().map(Bound::unbind).collect(),
+            record: record.clone(),
+        };
+        Bound::new(list.py(), handle).map(Some)
+    }
+
+    /// What the record over `list` reads, when it is the handed-out list
+    /// unchanged.
+    fn of(&self, list: &Bound<'_, PyAny>) -> Option<(&[Py<PyAny>], &ForRecord)> {
+        let py = list.py();
+        let ours = self.list.bind(py);
+        let same = list.is(ours)
+            && ours.len() == self.objects.len()
+            && self.record.views.len() == self.objects.len()
+            && self
+                .objects
+                .iter()
+                .enumerate()
+                .all(|(i, then)| ours.get_item(i).is_ok_and(|now| now.is(then)));
+        same.then_some((&self.objects[..], &*self.record))
+    }
 }
 
 /// The items of `list` at `at` (`None`: all of them), in a new list.
@@ -405,13 +435,14 @@ fn items_at<'py>(list: &Bound<'py, PyList>, at: Option<&[u32]>) -> PyResult<Boun
 }
 
 /// A sliding-window selection: `(events, handed, covered, since,
-/// problems)`.
+/// problems, handle)`.
 type Sliding<'py> = (
     Bound<'py, PyList>,
     Bound<'py, PyList>,
     Bound<'py, PyList>,
     f64,
     Problems,
+    Option<Bound<'py, ExactSelection>>,
 );
 
 /// Exact mode's sliding-window selection over a session's `events`:
@@ -449,19 +480,25 @@ pub fn exact_sliding_window<'py>(
             ))
         })?;
         let covered = a.second.iter().map(|&flag| flag != 0);
+        let events = items_at(&list, a.scoped.as_deref())?;
+        let handle = match a.first.is_empty() {
+            true => None,
+            false => ExactSelection::new(&events, a.record.as_ref())?,
+        };
         Ok((
-            items_at(&list, a.scoped.as_deref())?,
+            events,
             PyList::new(py, &a.first)?,
             PyList::new(py, covered)?,
             a.since,
             a.problems.clone(),
+            handle,
         ))
     };
     finish(py, "_run_compaction_for_sliding_window", run())
 }
 
 /// A tail-retention selection: `(rewound, events, count, window, seeds,
-/// since, problems)`.
+/// since, problems, handle)`.
 type Token<'py> = (
     Bound<'py, PyList>,
     Bound<'py, PyList>,
@@ -470,6 +507,7 @@ type Token<'py> = (
     Bound<'py, PyList>,
     f64,
     Problems,
+    Option<Bound<'py, ExactSelection>>,
 );
 
 /// Exact mode's tail-retention selection over a session's `events`:
@@ -525,6 +563,10 @@ pub fn exact_token_threshold<'py>(
         } else {
             items_at(&list, a.rewound.as_deref())?
         };
+        let handle = match a.first.is_empty() && a.second.is_empty() {
+            true => None,
+            false => ExactSelection::new(&scoped, a.record.as_ref())?,
+        };
         Ok((
             rewound,
             scoped,
@@ -533,6 +575,7 @@ pub fn exact_token_threshold<'py>(
             PyList::new(py, &a.second)?,
             a.since,
             a.problems.clone(),
+            handle,
         ))
     };
     finish(py, "_run_compaction_for_token_threshold_config", run())
@@ -547,13 +590,27 @@ pub fn exact_token_threshold<'py>(
 /// when nothing handed has a finite timestamp. Raises `ValueError` on a
 /// position out of range.
 #[pyfunction]
+#[pyo3(signature = (events, handed, seeds, foreign, selection = None))]
 pub fn exact_record<'py>(
     events: &Bound<'py, PyAny>,
     handed: Vec<usize>,
     seeds: Vec<usize>,
     foreign: Vec<(String, f64)>,
+    selection: Option<&Bound<'py, ExactSelection>>,
 ) -> PyResult<Option<(Bound<'py, PyAny>, f64, f64)>> {
     let py = events.py();
+    if let Some((objects, record)) = selection.and_then(|s| s.get().of(events)) {
+        let object = |p: usize| objects.get(p).map(|o| o.bind(py).clone());
+        return write_record(
+            py,
+            &record.views,
+            &record.coverage,
+            object,
+            handed,
+            seeds,
+            foreign,
+        );
+    }
     let r = match read(events, PROMPT) {
         Ok(r) => r,
         Err(Outcome::Error(e)) => return Err(e),
@@ -563,7 +620,21 @@ pub fn exact_record<'py>(
             )))
         }
     };
-    let (views, cov) = (r.views(), &r.coverage);
+    let object = |p: usize| r.loaded.object(p).cloned();
+    write_record(py, r.views(), &r.coverage, object, handed, seeds, foreign)
+}
+
+/// [`exact_record`] over `views` (the list's, `object(p)` its items) and
+/// their coverage.
+fn write_record<'py>(
+    py: Python<'py>,
+    views: &[EventView],
+    cov: &Coverage,
+    object: impl Fn(usize) -> Option<Bound<'py, PyAny>>,
+    handed: Vec<usize>,
+    seeds: Vec<usize>,
+    foreign: Vec<(String, f64)>,
+) -> PyResult<Option<(Bound<'py, PyAny>, f64, f64)>> {
     if let Some(&bad) = handed.iter().chain(&seeds).find(|&&p| p >= views.len()) {
         return Err(pyo3::exceptions::PyValueError::new_err(format!(
             "position {bad} is not in the {} events",
@@ -576,7 +647,7 @@ pub fn exact_record<'py>(
     };
     let mut keys: Vec<Key> = Vec::with_capacity(w.holes.len() + foreign.len());
     for &p in &w.holes {
-        let object = r.loaded.object(p).ok_or_else(|| {
+        let object = object(p).ok_or_else(|| {
             pyo3::exceptions::PyValueError::new_err(format!("position {p} was not read"))
         })?;
         let invocation: String = object

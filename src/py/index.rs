@@ -478,9 +478,6 @@ pub enum ExactAsked {
     Prompt,
     /// A sliding-window selection: interval and overlap.
     Sliding(i64, i64),
-    /// What the list's compactions cover (remembered by a selection for
-    /// the list it hands out, which the record is then written over).
-    Coverage,
     /// A tail-retention selection: the retained events, the isolation
     /// scope and the agent name (`str` or `None`, compared by value), the
     /// token threshold.
@@ -490,6 +487,14 @@ pub enum ExactAsked {
         agent: Option<Box<str>>,
         threshold: i64,
     },
+}
+
+/// What writing a coverage record over a selection's handed-out list
+/// reads: its views (timestamps, invocations, compactions) and coverage.
+#[derive(Debug)]
+pub struct ForRecord {
+    pub views: Vec<EventView>,
+    pub coverage: Coverage,
 }
 
 /// An exact-mode answer: up to two lists of positions (a prompt's items,
@@ -508,9 +513,9 @@ pub struct ExactAnswer {
     /// A selection's earliest timestamp its compaction can reach (see
     /// `coverage::earliest`).
     pub since: f64,
-    /// What the compactions of the list cover (asked
-    /// [`ExactAsked::Coverage`]).
-    pub coverage: Option<Arc<Coverage>>,
+    /// What a selection's record is written from (see
+    /// `coverage::ExactSelection`).
+    pub record: Option<Arc<ForRecord>>,
     pub problems: Vec<(usize, String)>,
     /// A prompt's last sort key (its last item's timestamp, or interval
     /// end for a summary; -inf for an empty prompt, NaN when unknown).
@@ -525,8 +530,10 @@ impl ExactAnswer {
             + positions(&self.rewound)
             + positions(&self.scoped))
             * 4
-            + self.coverage.as_ref().map_or(0, |c| {
-                c.hidden.len()
+            + self.record.as_ref().map_or(0, |r| {
+                let c = &r.coverage;
+                r.views.len() * std::mem::size_of::<EventView>()
+                    + c.hidden.len()
                     + c.survive.len() * 8
                     + c.extents
                         .iter()
