@@ -16,4 +16,4 @@ ruff format --check python tests
 echo "== stubtest"
 python -m mypy.stubtest adk_fastcompact._native
 echo "== pytest"
-python -m pytest -q -p no:cacheprovider "$@"
+python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile "$@"

@@ -589,6 +589,8 @@ def test_seeded_cases(block: int, capture: Capture, index_mode: str) -> None:
     TOTALS[index_mode]["blocks"] += 1
 
 
+# The blocks' totals are this process's: tests/run.sh distributes whole
+# files to its two pytest workers (`--dist loadfile`).
 @pytest.mark.parametrize("index_mode", ["off", "cold"], indirect=True)
 def test_seeded_cases_reach_rare_paths(index_mode: str) -> None:
     """Over all seeded blocks (which run in full with the index off and
