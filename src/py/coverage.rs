@@ -311,9 +311,7 @@ impl<'py> Scoped<'py> {
 
     /// Remembers `answer` to `asked` for the list.
     fn remember(&mut self, asked: ExactAsked, answer: Arc<ExactAnswer>) {
-        let every: Vec<usize> = (0..self.objects.len()).collect();
-        self.loaded
-            .remember_exact_at(&self.objects, &every, asked, answer);
+        self.loaded.remember_exact_for(&self.objects, asked, answer);
     }
 
     /// What writing the record over the scoped list reads: the views'

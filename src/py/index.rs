@@ -1768,39 +1768,23 @@ impl<'py> Loaded<'py> {
     /// Remembers `answer`, exact mode's answer to `asked` on this call's
     /// list, for [`exact_again`] (when every item is bound).
     pub fn remember_exact(&mut self, asked: ExactAsked, answer: Arc<ExactAnswer>) {
-        let Some(t) = memo_index(&mut self.checkout, &self.at) else {
-            return;
-        };
-        let Some(seen) = Seen::of(t, &self.objects, &self.slots) else {
-            return;
-        };
-        t.exact.retain(|m| m.asked != asked);
-        t.exact.push(ExactMemo {
-            seen,
-            asked,
-            answer,
-        });
+        let objects = std::mem::take(&mut self.objects);
+        self.remember_exact_for(&objects, asked, answer);
+        self.objects = objects;
     }
 
-    /// Remembers `answer`, exact mode's answer to `asked` on the objects at
-    /// `positions` of this call's list (`objects`, as taken from it), for
-    /// [`exact_again`] on a list of those objects (when every one is bound).
-    pub fn remember_exact_at(
+    /// [`remember_exact`](Loaded::remember_exact) for a call that took the
+    /// list's objects (`objects`) out of this.
+    pub fn remember_exact_for(
         &mut self,
         objects: &[Bound<'py, PyAny>],
-        positions: &[usize],
         asked: ExactAsked,
         answer: Arc<ExactAnswer>,
     ) {
-        if self.slots.len() != objects.len() {
-            return;
-        }
-        let some: Vec<Bound<'py, PyAny>> = positions.iter().map(|&i| objects[i].clone()).collect();
-        let slots: Vec<Slot> = positions.iter().map(|&i| self.slots[i]).collect();
         let Some(t) = memo_index(&mut self.checkout, &self.at) else {
             return;
         };
-        let Some(seen) = Seen::of(t, &some, &slots) else {
+        let Some(seen) = Seen::of(t, objects, &self.slots) else {
             return;
         };
         t.exact.retain(|m| m.asked != asked);
