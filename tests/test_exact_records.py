@@ -286,3 +286,28 @@ def test_events_another_invocation_appended_are_found_by_id() -> None:
     # Through the index or by id, the answer is the same.
     positions = _native.exact_foreign(session.events, stored)
     assert positions in (None, [3])
+
+
+def test_several_summaries_seed_one_event_the_summarizer_reads_alike() -> None:
+    from adk_fastcompact import _compaction as compaction
+    from adk_fastcompact import _exact_mode
+    from google.adk.apps.llm_event_summarizer import LlmEventSummarizer
+
+    seeds = [_compaction(float(k), k + 0.5) for k in range(3)]
+    for k, seed in enumerate(seeds):
+        seed.actions.compaction.compacted_content = types.ModelContent(
+            [types.Part(text=f"summary {k}"), types.Part(text=f"and more {k}")]
+        )
+    (rolled,) = _exact_mode._rolled_seed(seeds)
+    assert rolled.timestamp == 0.0 and rolled.author == "model"
+    assert rolled.actions.compaction is None
+    one_each = [compaction.seed_event(seed) for seed in seeds]
+    summarizer = LlmEventSummarizer.__new__(LlmEventSummarizer)
+    text = summarizer._format_events_for_prompt([rolled])
+    assert text == summarizer._format_events_for_prompt(one_each)
+    assert "summary 0" in text and "and more 2" in text
+    # One summary: google-adk's own seed.
+    (single,) = _exact_mode._rolled_seed(seeds[:1])
+    assert single.model_dump(exclude={"id", "invocation_id"}) == one_each[0].model_dump(
+        exclude={"id", "invocation_id"}
+    )

@@ -36,6 +36,7 @@ from google.adk.apps import compaction as _adk
 from google.adk.events.event import Event
 from google.adk.sessions.base_session_service import GetSessionConfig
 from google.adk.sessions.in_memory_session_service import InMemorySessionService
+from google.genai.types import Content
 
 from . import _compaction, _exact, _native, _reference, _summaries
 from ._compaction import _is_int
@@ -281,6 +282,32 @@ async def run_compaction_for_sliding_window(
         yield compaction_event
 
 
+def _rolled_seed(seeds: list[Event]) -> list[Event]:
+    """The rolling summary's seed: of one compaction event, google-adk's
+    seed; of several, one seed holding their summaries' parts in order,
+    stamped at the earliest interval start. google-adk's summarizer formats
+    an event's parts one line each (`author: text`), so it reads the same
+    text as from a seed per summary, without an Event built per summary (a
+    session written by google-adk can have hundreds surviving side by
+    side)."""
+    if len(seeds) < 2:
+        return [_compaction.seed_event(seed) for seed in seeds]
+    compactions = [seed.actions.compaction for seed in seeds]
+    parts = [part for c in compactions for part in (c.compacted_content.parts or ())]
+    starts = [c.start_timestamp for c in compactions if c.start_timestamp is not None]
+    latest = seeds[-1]
+    return [
+        Event(
+            timestamp=min(starts) if starts else latest.timestamp,
+            author="model",
+            content=Content(role=compactions[-1].compacted_content.role, parts=parts),
+            branch=latest.branch,
+            isolation_scope=latest.isolation_scope,
+            invocation_id=Event.new_id(),
+        )
+    ]
+
+
 def _latest_summary(events: list[Event]) -> Event | None:
     for event in reversed(events):
         compaction = event.actions.compaction if event.actions else None
@@ -357,7 +384,7 @@ async def run_compaction_for_token_threshold_config(
     _adk._ensure_compaction_summarizer(config=config, agent=agent)
     if config.summarizer is None:
         return False
-    to_compact = [_compaction.seed_event(events[i]) for i in seeds] + raw
+    to_compact = [*_rolled_seed([events[i] for i in seeds]), *raw]
     compaction_event = await _compaction.summarize_with(
         _removable, material + latest, session, config, events, to_compact, "token_threshold"
     )
