@@ -32,7 +32,13 @@ as google-adk calls it, with an `InstantSummarizer`:
   session's latest model answer reports at least 500 prompt tokens, so it
   triggers, and it appends the summary through an `InMemorySessionService`
   holding the session, which is then taken off again so every call does the
-  same work.
+  same work;
+* ``token_threshold_rolled``: the same call on `rolled_session` of it (one
+  event more): the history before its last tenth rolled into one summary by
+  exact mode's tail retention, as a session compacted that way holds it.
+  (On the google-adk-written session exact mode's first compaction rolls
+  the ~700 summaries google-adk left side by side into one: a one-time
+  migration, the ``token_threshold`` row.)
 
 The summarizer's own time (building the summary Event) is measured inside it
 and subtracted, and so is the session service's `append_event` (the token
@@ -118,7 +124,7 @@ FILTER_OPS: tuple[str, ...] = (
 )
 """The prompt-filtering operations, in report order."""
 
-COMPACTION_OPS: tuple[str, ...] = ("sliding_window", "token_threshold")
+COMPACTION_OPS: tuple[str, ...] = ("sliding_window", "token_threshold", "token_threshold_rolled")
 """The compaction entry points, in report order."""
 
 OPS: tuple[str, ...] = FILTER_OPS + COMPACTION_OPS
@@ -129,6 +135,7 @@ EXACT_OPS: tuple[str, ...] = (
     "process+recover",
     "sliding_window",
     "token_threshold",
+    "token_threshold_rolled",
 )
 """The operations exact mode does its own way (the others run the same code
 in both modes), timed a third time in exact mode beside parity's."""
@@ -419,7 +426,7 @@ def _config(op: str, summarizer: InstantSummarizer) -> EventsCompactionConfig:
             overlap_size=OVERLAP_SIZE,
             summarizer=summarizer,
         )
-    if op == "token_threshold":
+    if op in ("token_threshold", "token_threshold_rolled"):
         return EventsCompactionConfig(
             token_threshold=TOKEN_THRESHOLD,
             event_retention_size=EVENT_RETENTION_SIZE,
@@ -522,6 +529,39 @@ class _CompactionCall:
 
     def __call__(self) -> float:
         return self.run().ms
+
+
+ROLLED_TAIL = 0.1
+"""The share of the ``token_threshold_rolled`` op's session left after its
+rolling summary."""
+
+
+def rolled_session(
+    events: list[Event], agent: LlmAgent, loop: asyncio.AbstractEventLoop
+) -> list[Event]:
+    """The due session `events` as tail retention in exact mode would have
+    kept it: the history before its last `ROLLED_TAIL` (cut where an
+    invocation begins) rolled into one summary by exact mode's own
+    token-threshold compaction, stored there, and the rest after it. Its
+    compaction is due again; exact mode's steady state, where the bench's
+    google-adk-written session makes its first compaction roll every
+    summary google-adk left side by side.
+
+    Raises:
+        BenchmarkMismatchError: If exact mode does not compact the history.
+    """
+    cut = int(len(events) * (1 - ROLLED_TAIL))
+    while 0 < cut < len(events) and (
+        events[cut].author != "user" or events[cut].invocation_id == events[cut - 1].invocation_id
+    ):
+        cut += 1
+    head = events[:cut]
+    got = _CompactionCall("token_threshold", EXACT, head, agent, loop).run()
+    if not got.produced:
+        raise BenchmarkMismatchError(
+            f"exact mode does not compact the first {cut:,} events of the due session"
+        )
+    return [*head, *got.produced, *events[cut:]]
 
 
 def _prepare_compaction(
@@ -1064,15 +1104,20 @@ def run_bench(
                 step(f"{size:,} events: building the session with a due compaction")
                 with no_gc():
                     events = build_due_session(size, seed)
+                    sessions = {op: events for op in compaction_ops}
+                    if "token_threshold_rolled" in compaction_ops:
+                        sessions["token_threshold_rolled"] = rolled_session(events, agent, loop)
                 step()
                 step(f"{size:,} events: checking that Python and Rust compact alike")
                 checked = {
-                    op: check_compaction(op, events, python, rust, agent, loop)
+                    op: check_compaction(op, sessions[op], python, rust, agent, loop)
                     for op in compaction_ops
                 }
                 if exact is not None:
                     for op in compaction_ops:
-                        checked[op].update(check_exact_compaction(op, events, exact, agent, loop))
+                        checked[op].update(
+                            check_exact_compaction(op, sessions[op], exact, agent, loop)
+                        )
                 step()
                 for regime in sized_regimes:
                     for op in compaction_ops:
@@ -1083,12 +1128,14 @@ def run_bench(
                         ]
                         if exact is not None:
                             sides.append(_prepare_compaction(op, exact, agent, loop))
-                        medians, declines = _median_ms(regime, events, sides, size_repeat, step)
+                        medians, declines = _median_ms(
+                            regime, sessions[op], sides, size_repeat, step
+                        )
                         declines.update(checked.pop(op, Counter()))
                         exact_ms = medians[2] if len(medians) > 2 else None
                         row = _row(op, regime, size, medians[0], medians[1], declines, exact_ms)
                         rows.append(row)
-                del events
+                del events, sessions
             gc.collect()
         # Sizes, then regimes, then operations in report order.
         order = {

@@ -410,11 +410,19 @@ impl ExactSelection {
         let same = list.is(ours)
             && ours.len() == self.objects.len()
             && self.record.views.len() == self.objects.len()
-            && self
-                .objects
-                .iter()
-                .enumerate()
-                .all(|(i, then)| ours.get_item(i).is_ok_and(|now| now.is(then)));
+            // The handle holds every object it names: an item at one's
+            // address is that object.
+            && match super::prefetch::item_addresses(ours) {
+                Some(items) => items
+                    .iter()
+                    .zip(&self.objects)
+                    .all(|(&item, then)| item == then.as_ptr() as usize),
+                None => self
+                    .objects
+                    .iter()
+                    .enumerate()
+                    .all(|(i, then)| ours.get_item(i).is_ok_and(|now| now.is(then))),
+            };
         same.then_some((&self.objects[..], &*self.record))
     }
 }
