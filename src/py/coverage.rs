@@ -70,7 +70,7 @@ fn read<'py>(events: &Bound<'py, PyAny>, need: Need) -> Extracted<Read<'py>> {
     let mut views = std::mem::take(&mut loaded.views);
     // `load` reads the whole list: its objects are the positions'.
     let objects = std::mem::take(&mut loaded.objects);
-    let found = extents(&mut loaded.ex, &views, |pos| objects.get(pos));
+    let found = extents(&mut loaded, &objects, &views, |pos| pos);
     loaded.objects = objects;
     let (extents, problems) = found?;
     if !need.invocation && extents.iter().any(|x| !x.holes.is_empty()) {
@@ -94,13 +94,15 @@ fn read<'py>(events: &Bound<'py, PyAny>, need: Need) -> Extracted<Read<'py>> {
     })
 }
 
-/// The extents of the compaction events of `views` (`object(pos)` the
-/// event at `pos`): each one's record, or its interval where it has none
-/// or one that is not used (reported as `(pos, why)`).
-fn extents<'a, 'py: 'a>(
-    ex: &mut Extractor<'py>,
+/// The extents of the compaction events of `views` (`at(pos)` the
+/// position in `loaded`'s list of the event at `pos`, `objects` that list's
+/// objects): each one's record, or its interval where it has none or one
+/// that is not used (reported as `(pos, why)`).
+fn extents<'py>(
+    loaded: &mut Loaded<'py>,
+    objects: &[Bound<'py, PyAny>],
     views: &[EventView],
-    object: impl Fn(usize) -> Option<&'a Bound<'py, PyAny>>,
+    at: impl Fn(usize) -> usize,
 ) -> Extracted<(Vec<Extent>, Problems)> {
     let mut extents = Vec::new();
     let mut problems = Problems::new();
@@ -108,11 +110,13 @@ fn extents<'a, 'py: 'a>(
         let Some((start, end)) = view.compaction.and_then(|c| c.bounds()) else {
             continue;
         };
-        let object = object(pos).ok_or(Outcome::Decline("internal error"))?;
-        let record = match record_of(object, (start, end))? {
+        let i = at(pos);
+        let object = objects.get(i).ok_or(Outcome::Decline("internal error"))?;
+        let parsed = loaded.record_at(i, object, |e| record_of(e, (start, end)))?;
+        let record = match &*parsed {
             Some(Ok(record)) => Some(record),
             Some(Err(why)) => {
-                problems.push((pos, why));
+                problems.push((pos, why.clone()));
                 None
             }
             None => None,
@@ -123,7 +127,7 @@ fn extents<'a, 'py: 'a>(
                 for key in &r.holes {
                     holes.push(Hole {
                         micros: key.micros,
-                        invocation: intern(ex, &key.invocation)?,
+                        invocation: intern(&mut loaded.ex, &key.invocation)?,
                     });
                 }
                 Extent::new(pos, r.start, r.end, holes)
@@ -281,10 +285,9 @@ impl<'py> Scoped<'py> {
     /// links of the events they leave uncovered (the candidates).
     fn cover(&mut self) -> Extracted<()> {
         let py = self.objects.first().map(|o| o.py());
-        let (objects, scoped) = (&self.objects, &self.scoped);
-        let (extents, problems) = extents(&mut self.loaded.ex, &self.views, |k| {
-            objects.get(*scoped.get(k)?)
-        })?;
+        let scoped = &self.scoped;
+        let (extents, problems) =
+            extents(&mut self.loaded, &self.objects, &self.views, |k| scoped[k])?;
         let views = &self.views;
         let cover = || guarded(|| Ok(Coverage::new(views, extents)));
         self.coverage = match py {

@@ -105,6 +105,10 @@ struct Tracked {
     /// original and of its copies (see [`Origin::Primary`]). Forgotten when
     /// the slot is bound anew or its values change.
     sources: FastMap<Slot, summary::HeldSource>,
+    /// Exact mode's coverage record of the stored original slot `slot`
+    /// holds strongly, parsed once per binding (see
+    /// [`Loaded::record_at`]).
+    records: FastMap<Slot, Arc<Parsed>>,
     /// The last `apply_rewinds` on this session through the index, to
     /// answer the next one on the same list, or on it extended (see
     /// [`rewinds_again`]).
@@ -489,6 +493,10 @@ pub enum ExactAsked {
     },
 }
 
+/// A compaction event's coverage record as exact mode reads it: none,
+/// one, or why the one it has is not used.
+pub type Parsed = Option<Result<crate::core::exact::Record, String>>;
+
 /// What writing a coverage record over a selection's handed-out list
 /// reads: its views (timestamps, invocations, compactions) and coverage.
 #[derive(Debug)]
@@ -871,6 +879,7 @@ impl Tracked {
             summaries: FastMap::default(),
             plain: FastMap::default(),
             sources: FastMap::default(),
+            records: FastMap::default(),
             rewinds: None,
             ranges: None,
             filtered: None,
@@ -1083,6 +1092,7 @@ impl Tracked {
     fn forget_values(&mut self, slot: Slot) {
         self.plain.remove(&slot);
         self.sources.remove(&slot);
+        self.records.remove(&slot);
         if matches!(
             self.summaries.get(&slot),
             Some(Summary {
@@ -1257,6 +1267,7 @@ impl Tracked {
         crate::core::index::map_bytes(&self.summaries)
             + crate::core::index::map_bytes(&self.plain)
             + crate::core::index::map_bytes(&self.sources)
+            + crate::core::index::map_bytes(&self.records)
             + self.summaries.values().map(|s| s.bytes).sum::<usize>()
     }
 }
@@ -1540,6 +1551,39 @@ impl<'py> Loaded<'py> {
             },
         };
         Ok(Some(src.bind(py)))
+    }
+
+    /// Exact mode's coverage record of `obj`, the compaction event at `i`
+    /// of the list, `parse`d off the stored original its slot holds strongly when
+    /// the event is that original or a deep copy of it bound to the slot
+    /// (once per binding, as [`Loaded::primary_values`] reads summaries'
+    /// values: a session service deep-copies the originals for every
+    /// invocation), off the event otherwise.
+    pub fn record_at(
+        &mut self,
+        i: usize,
+        obj: &Bound<'py, PyAny>,
+        parse: impl Fn(&Bound<'py, PyAny>) -> PyResult<Parsed>,
+    ) -> PyResult<Arc<Parsed>> {
+        let (Some((_, t)), Some(&slot), true) =
+            (&mut self.checkout, self.slots.get(i), self.at.is_empty())
+        else {
+            return parse(obj).map(Arc::new);
+        };
+        let py = obj.py();
+        let original = match slot != Slot::MAX && t.bound(slot, obj.as_ptr()) {
+            true => t.primary_source(slot).map(|o| o.bind(py).clone()),
+            false => None,
+        };
+        let Some(original) = original else {
+            return parse(obj).map(Arc::new);
+        };
+        if let Some(known) = t.records.get(&slot) {
+            return Ok(known.clone());
+        }
+        let parsed = Arc::new(parse(&original)?);
+        t.records.insert(slot, parsed.clone());
+        Ok(parsed)
     }
 
     /// Starts loading what checking the cached summary of the compaction
