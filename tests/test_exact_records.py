@@ -311,3 +311,41 @@ def test_several_summaries_seed_one_event_the_summarizer_reads_alike() -> None:
     assert single.model_dump(exclude={"id", "invocation_id"}) == one_each[0].model_dump(
         exclude={"id", "invocation_id"}
     )
+
+
+def test_a_record_read_off_a_stored_original_is_read_again_when_it_is_replaced() -> None:
+    # Records are parsed once per binding off the stored original a session
+    # service deep-copies for every invocation; a compaction event replaced
+    # in the store (same id, another record) is parsed anew.
+    import adk_fastcompact
+    from google.adk.sessions.session import Session
+
+    def summary_only(events: list[Event]) -> list[str]:
+        out = _native.exact_prompt(events, lambda event: event)
+        assert out is not None and out[1] == []
+        return [e.invocation_id for e in out[0]]
+
+    _native.index_clear()
+    adk_fastcompact.uninstall()
+    assert adk_fastcompact.install(mode="exact") is True
+    try:
+        events = [_raw("inv-a", 1.0), _raw("inv-b", 2.0)]
+        plain = _native.new_coverage_record(1.0, 2.0, [])
+        events.append(_exact.with_record(_compaction(1.0, 2.0), plain))
+        stored = Session(id="s", app_name="app", user_id="u", events=events)
+        # The stored list read, as a session service's own is.
+        for _ in range(2):
+            assert summary_only(stored.events) == ["summary"]
+        for _ in range(3):
+            assert summary_only(copy.deepcopy(stored).events) == ["summary"]
+        holed = _native.new_coverage_record(1.0, 2.0, [("inv-b", 2.0)])
+        replaced = _exact.with_record(_compaction(1.0, 1.0), holed)
+        replaced.id = events[2].id
+        stored.events[2] = replaced
+        for _ in range(2):
+            assert summary_only(stored.events) == ["inv-b", "summary"]
+        for _ in range(3):
+            assert summary_only(copy.deepcopy(stored).events) == ["inv-b", "summary"]
+    finally:
+        adk_fastcompact.uninstall()
+        _native.index_clear()
