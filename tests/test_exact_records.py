@@ -306,6 +306,10 @@ def test_several_summaries_seed_one_event_the_summarizer_reads_alike() -> None:
     text = summarizer._format_events_for_prompt([rolled])
     assert text == summarizer._format_events_for_prompt(one_each)
     assert "summary 0" in text and "and more 2" in text
+    # Sized as the seed holds them: one content of all their parts.
+    assert _exact_mode._summaries_size(seeds) == compaction._content_size(rolled.content)
+    each = sum(_exact_mode._summaries_size([seed]) for seed in seeds)
+    assert 0 < _exact_mode._summaries_size(seeds) < each
     # One summary: google-adk's own seed.
     (single,) = _exact_mode._rolled_seed(seeds[:1])
     assert single.model_dump(exclude={"id", "invocation_id"}) == one_each[0].model_dump(

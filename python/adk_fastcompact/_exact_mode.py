@@ -282,6 +282,19 @@ async def run_compaction_for_sliding_window(
         yield compaction_event
 
 
+def _summaries_size(seeds: list[Event]) -> int:
+    """What the summaries of the compaction events `seeds` weigh: one
+    summary's serialized content, several summaries' parts serialized as
+    one content (as the rolling summary's seed holds them; each further
+    summary's own `{"parts":[...],"role":...}` wrapper is not counted), so
+    hundreds of summaries left side by side are sized in one call."""
+    if len(seeds) < 2:
+        return sum(map(_summary_size, seeds))
+    compactions = [seed.actions.compaction for seed in seeds]
+    parts = [part for c in compactions for part in (c.compacted_content.parts or ())]
+    return _size(Content(role=compactions[-1].compacted_content.role, parts=parts))
+
+
 def _rolled_seed(seeds: list[Event]) -> list[Event]:
     """The rolling summary's seed: of one compaction event, google-adk's
     seed; of several, one seed holding their summaries' parts in order,
@@ -330,10 +343,10 @@ async def run_compaction_for_token_threshold_config(
 
     Trigger rule: the observed (or estimated) prompt token count reaches
     `token_threshold`, and the new material, the raw events to summarize plus
-    the summaries superseded besides the latest, weighs at least as much as
-    the latest summary, which the call rewrites. So when the rolling summary
-    alone is near the threshold, a call waits until it has as much new to say
-    as it has to repeat, instead of firing every turn.
+    the summaries superseded besides the latest (`_summaries_size`), weighs
+    at least as much as the latest summary, which the call rewrites. So when
+    the rolling summary alone is near the threshold, a call waits until it
+    has as much new to say as it has to repeat, instead of firing every turn.
     """
     if not _adk._has_token_threshold_config(config):
         return False
@@ -376,9 +389,11 @@ async def run_compaction_for_token_threshold_config(
     if not window and len(seeds) < 2:
         return False
     raw = [events[i] for i in window]
-    seed_sizes = [_summary_size(events[i]) for i in seeds]
-    latest = seed_sizes[-1] if seed_sizes else 0
-    material = sum(_size(_adk._request_content(event)) for event in raw) + sum(seed_sizes[:-1])
+    seed_events = [events[i] for i in seeds]
+    latest = _summary_size(seed_events[-1]) if seed_events else 0
+    material = sum(_size(_adk._request_content(event)) for event in raw) + _summaries_size(
+        seed_events[:-1]
+    )
     if material <= 0 or material < latest:
         return False
     _adk._ensure_compaction_summarizer(config=config, agent=agent)
