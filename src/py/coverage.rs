@@ -362,6 +362,11 @@ fn answer<'py>(
     let (first, second, count, since) = compute(&mut r)?;
     let n = r.objects.len();
     let positions = |v: &[usize]| (v.len() != n).then(|| v.iter().map(|&i| i as u32).collect());
+    // Only a selection that hands something out has a record written.
+    let record = match first.is_empty() && second.is_empty() {
+        true => None,
+        false => r.for_record(),
+    };
     let answer = Arc::new(ExactAnswer {
         first,
         second,
@@ -370,7 +375,7 @@ fn answer<'py>(
         count,
         since,
         problems: r.problems.clone(),
-        record: r.for_record(),
+        record,
         ..ExactAnswer::default()
     });
     r.remember(asked, answer.clone());
