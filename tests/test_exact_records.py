@@ -353,3 +353,19 @@ def test_a_record_read_off_a_stored_original_is_read_again_when_it_is_replaced()
     finally:
         adk_fastcompact.uninstall()
         _native.index_clear()
+
+
+def test_the_live_events_alone_are_read_without_a_selection() -> None:
+    events = [_raw("inv-a", 1.0), _raw("inv-b", 2.0)]
+    scoped = _raw("inv-c", 3.0)
+    scoped.isolation_scope = "task"
+    events.append(scoped)
+    out = _native.exact_sliding_window(events, 0, 0, select=False)
+    assert out is not None
+    live, handed, covered, since, problems, handle = out
+    assert live == events[:2] and all(a is b for a, b in zip(live, events, strict=False))
+    assert (handed, covered, problems, handle) == ([], [], [], None)
+    assert since == float("-inf")
+    # The same list selected: the window is there.
+    selected = _native.exact_sliding_window(events, 1, 0)
+    assert selected is not None and selected[1] == [0, 1]

@@ -219,15 +219,15 @@ async def run_compaction_for_sliding_window(
         and config.compaction_interval is not None
         and config.overlap_size is not None
     )
-    # As parity mode does: the selection is made first (asked with the
-    # smallest window when only its event list is wanted) and reused if the
+    # As parity mode does: the selection is made first (only the live
+    # events read when no sliding window is configured) and used if the
     # token-threshold path leaves the session as it was.
     selected = None
-    if not sliding or (_is_int(config.compaction_interval) and _is_int(config.overlap_size)):
+    if not sliding:
+        selected = _native.exact_sliding_window(session.events, 0, 0, select=False)
+    elif _is_int(config.compaction_interval) and _is_int(config.overlap_size):
         selected = _native.exact_sliding_window(
-            session.events,
-            config.compaction_interval if sliding else 1,
-            config.overlap_size if sliding else 0,
+            session.events, config.compaction_interval, config.overlap_size
         )
     if selected is None:
         original = _reference.original("run_compaction_for_sliding_window")

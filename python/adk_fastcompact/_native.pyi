@@ -123,7 +123,7 @@ def exact_prompt(
     """
 
 def exact_sliding_window(
-    events: list[Event], interval: int, overlap: int
+    events: list[Event], interval: int, overlap: int, select: bool = True
 ) -> (
     tuple[
         list[Event],
@@ -144,7 +144,8 @@ def exact_sliding_window(
       covers (overlap), the earliest timestamp the compaction can reach
       (-inf when one is not finite), the unused records, and the handle of
       `events` for `exact_record` (None when nothing is handed); None to
-      decline.
+      decline. With `select` false only the live events are read (`handed`
+      empty).
     """
 
 def exact_token_threshold(

@@ -466,17 +466,29 @@ type Sliding<'py> = (
 /// them a compaction already covers (overlap), the earliest timestamp the
 /// compaction can reach (-inf when one is not finite), and the records not
 /// used; `None` to decline.
+///
+/// With `select` false only the live events are read (what google-adk's
+/// sliding-window entry point looks at before the token-threshold path
+/// when no sliding window is configured): `handed` is empty.
 #[pyfunction]
+#[pyo3(signature = (events, interval, overlap, select = true))]
 pub fn exact_sliding_window<'py>(
     events: &Bound<'py, PyAny>,
     interval: i64,
     overlap: i64,
+    select: bool,
 ) -> PyResult<Option<Sliding<'py>>> {
     let py = events.py();
     let none = py.None().into_bound(py);
     let run = || -> Extracted<Sliding<'py>> {
-        let asked = ExactAsked::Sliding(interval, overlap);
+        let asked = match select {
+            true => ExactAsked::Sliding(interval, overlap),
+            false => ExactAsked::Live,
+        };
         let (a, list) = answer(events, &none, asked, |r| {
+            if !select {
+                return Ok((Vec::new(), Vec::new(), None, f64::NEG_INFINITY));
+            }
             r.cover()?;
             let (views, ids, cov) = (&r.views[..], r.ids(), &r.coverage);
             let handed = py.detach(|| {

@@ -482,6 +482,8 @@ pub enum ExactAsked {
     Prompt,
     /// A sliding-window selection: interval and overlap.
     Sliding(i64, i64),
+    /// The live events only (no selection).
+    Live,
     /// A tail-retention selection: the retained events, the isolation
     /// scope and the agent name (`str` or `None`, compared by value), the
     /// token threshold.
