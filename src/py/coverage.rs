@@ -13,7 +13,7 @@ use super::index::{
     encode_item, exact_again, exact_prompt_again, load, ExactAnswer, ExactAsked, ForRecord, Loaded,
 };
 use super::scratch::Views;
-use super::window::{latest_count, live, text, LIGHT};
+use super::window::{holds_exactly, latest_count, live, text, LIGHT};
 use crate::core::coverage::{self, Coverage};
 use crate::core::event::EventView;
 use crate::core::exact::{Extent, Hole, Key, Record, METADATA_KEY};
@@ -416,21 +416,8 @@ impl ExactSelection {
         let py = list.py();
         let ours = self.list.bind(py);
         let same = list.is(ours)
-            && ours.len() == self.objects.len()
             && self.record.views.len() == self.objects.len()
-            // The handle holds every object it names: an item at one's
-            // address is that object.
-            && match super::prefetch::item_addresses(ours) {
-                Some(items) => items
-                    .iter()
-                    .zip(&self.objects)
-                    .all(|(&item, then)| item == then.as_ptr() as usize),
-                None => self
-                    .objects
-                    .iter()
-                    .enumerate()
-                    .all(|(i, then)| ours.get_item(i).is_ok_and(|now| now.is(then))),
-            };
+            && holds_exactly(ours, &self.objects);
         same.then_some((&self.objects[..], &*self.record))
     }
 }

@@ -56,24 +56,27 @@ impl Selected {
         if !list.is(self.list.bind(py)) {
             return None;
         }
-        let list = self.list.bind(py);
-        if list.len() != self.objects.len() {
-            return None;
-        }
-        // The handle holds every object it names: an item at one's address
-        // is that object (compared without a reference taken per item).
-        let same = match super::prefetch::item_addresses(list) {
-            Some(items) => items
-                .iter()
-                .zip(&self.objects)
-                .all(|(&item, then)| item == then.as_ptr() as usize),
-            None => self
-                .objects
-                .iter()
-                .enumerate()
-                .all(|(i, then)| list.get_item(i).is_ok_and(|now| now.is(then))),
-        };
+        let same = holds_exactly(self.list.bind(py), &self.objects);
         same.then_some((&self.objects[..], history))
+    }
+}
+
+/// Whether `list` holds exactly `objects`, in order, when a handle holds
+/// them (so an item at one's address is that object: compared without a
+/// reference taken per item).
+pub(super) fn holds_exactly(list: &Bound<'_, PyList>, objects: &[Py<PyAny>]) -> bool {
+    if list.len() != objects.len() {
+        return false;
+    }
+    match super::prefetch::item_addresses(list) {
+        Some(items) => items
+            .iter()
+            .zip(objects)
+            .all(|(&item, then)| item == then.as_ptr() as usize),
+        None => objects
+            .iter()
+            .enumerate()
+            .all(|(i, then)| list.get_item(i).is_ok_and(|now| now.is(then))),
     }
 }
 
