@@ -283,9 +283,37 @@ def test_events_another_invocation_appended_are_found_by_id() -> None:
     stored += [foreign, copy.deepcopy(stored[0])]
     assert _exact_mode._foreign(session, stored) == [foreign]
     assert _exact_mode._foreign(session, session.events) == []
-    # Through the index or by id, the answer is the same.
-    positions = _native.exact_foreign(session.events, stored)
-    assert positions in (None, [3])
+    # A list that does not go through the index: the caller compares ids.
+    assert _native.exact_foreign([], stored) is None
+
+
+def test_events_another_invocation_appended_are_found_through_the_index() -> None:
+    # As a session service runs it: the stored session read, this
+    # invocation's deep copy (bound to the originals' slots at copy time),
+    # then another invocation's append to the stored list.
+    import adk_fastcompact
+    from google.adk.sessions.session import Session
+
+    _native.index_clear()
+    adk_fastcompact.uninstall()
+    assert adk_fastcompact.install(mode="exact") is True
+    try:
+        stored = Session(
+            id="s",
+            app_name="app",
+            user_id="u",
+            events=[_raw("inv-a", 1.0), _raw("inv-b", 2.0), _raw("inv-a", 3.0)],
+        )
+        for _ in range(2):
+            _native.exact_prompt(stored.events, lambda event: event)
+        ours = copy.deepcopy(stored)
+        _native.exact_prompt(ours.events, lambda event: event)
+        stored.events.append(_raw("inv-x", 1.5))
+        assert _native.exact_foreign(ours.events, stored.events) == [3]
+        assert _native.exact_foreign(ours.events, ours.events) == []
+    finally:
+        adk_fastcompact.uninstall()
+        _native.index_clear()
 
 
 def test_several_summaries_seed_one_event_the_summarizer_reads_alike() -> None:
