@@ -397,3 +397,38 @@ def test_the_live_events_alone_are_read_without_a_selection() -> None:
     # The same list selected: the window is there.
     selected = _native.exact_sliding_window(events, 1, 0)
     assert selected is not None and selected[1] == [0, 1]
+
+
+def test_exact_answers_carry_over_to_a_session_copy() -> None:
+    # A session service deep-copies the stored session for every
+    # invocation: the copies are bound to the originals' slots at copy time,
+    # and exact mode's last answers move onto them, as parity's do, so the
+    # invocation's first prompt is answered without reading the session.
+    import adk_fastcompact
+    from google.adk.sessions.session import Session
+
+    _native.index_clear()
+    adk_fastcompact.uninstall()
+    assert adk_fastcompact.install(mode="exact") is True
+    try:
+        events = [_raw("inv-a", 1.0), _raw("inv-b", 2.0), _raw("inv-c", 3.0)]
+        record = _native.new_coverage_record(1.0, 3.0, [("inv-b", 2.0)])
+        events.append(_exact.with_record(_compaction(1.0, 3.0), record))
+        stored = Session(id="s", app_name="app", user_id="u", events=events)
+        for _ in range(2):
+            first = _native.exact_prompt(stored.events, lambda event: event)
+        ours = copy.deepcopy(stored)
+        before = _stats("exact_reused")
+        carried = _native.exact_prompt(ours.events, lambda event: event)
+        assert _stats("exact_reused") == before + 1
+        assert first is not None and carried is not None
+        # The copy's own events, in the same places.
+        assert carried[0][0] is ours.events[1]
+        assert [e.id for e in carried[0]] == [e.id for e in first[0]]
+        _native.index_clear()
+        assert [e.id for e in _native.exact_prompt(ours.events, lambda e: e)[0]] == [
+            e.id for e in carried[0]
+        ]
+    finally:
+        adk_fastcompact.uninstall()
+        _native.index_clear()

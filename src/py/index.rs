@@ -2525,14 +2525,41 @@ fn copies_at(
 /// the copy's list of them), and the invocation's first filtering call is
 /// answered from it.
 fn carry_filtered(t: &mut Tracked, holder: u32) {
-    let deaths = t.deaths();
-    let Some(memo) = t.filtered.as_mut() else {
+    let Some(memo) = t.filtered.as_ref() else {
         return;
     };
-    if memo.seen.generation != t.generation {
-        return;
+    if let Some(addrs) = copies_of(t, &memo.seen, holder) {
+        let deaths = t.deaths();
+        if let Some(memo) = t.filtered.as_mut() {
+            memo.seen.carry(addrs, deaths);
+        }
     }
-    let addrs = memo.seen.with(|_, slots| {
+}
+
+/// Moves exact mode's last answers onto a session copy, as
+/// [`carry_filtered`] moves the filtering result: each names the copies of
+/// its slots when every one had its copy bound just now by `holder`.
+fn carry_exact(t: &mut Tracked, holder: u32) {
+    let carried: Vec<Option<Vec<usize>>> = t
+        .exact
+        .iter()
+        .map(|m| copies_of(t, &m.seen, holder))
+        .collect();
+    let deaths = t.deaths();
+    for (memo, addrs) in t.exact.iter_mut().zip(carried) {
+        if let Some(addrs) = addrs {
+            memo.seen.carry(addrs, deaths);
+        }
+    }
+}
+
+/// The addresses of the copies bound just now (by `holder`) to every slot
+/// `seen` names, when each had one, over an unchanged index.
+fn copies_of(t: &Tracked, seen: &Seen, holder: u32) -> Option<Vec<usize>> {
+    if seen.generation != t.generation {
+        return None;
+    }
+    seen.with(|_, slots| {
         let mut addrs = Vec::with_capacity(slots.len());
         for &slot in slots {
             let ptr = t.core.alias(slot);
@@ -2542,10 +2569,7 @@ fn carry_filtered(t: &mut Tracked, holder: u32) {
             addrs.push(ptr);
         }
         Some(addrs)
-    });
-    if let Some(addrs) = addrs {
-        memo.seen.carry(addrs, deaths);
-    }
+    })
 }
 
 /// Binds the deep copies in `new` to the slots of the objects in `old` they
@@ -2690,6 +2714,7 @@ pub fn index_copied(
     if result.is_ok() {
         carry_positional(&mut t, new, holder_id);
         carry_filtered(&mut t, holder_id);
+        carry_exact(&mut t, holder_id);
         t.share_records();
     }
     if let Ok(mut objects) = holder.get().objects.lock() {
