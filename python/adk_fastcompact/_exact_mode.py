@@ -282,6 +282,14 @@ async def run_compaction_for_sliding_window(
         yield compaction_event
 
 
+def _merged(seeds: list[Event]) -> Content:
+    """One content holding the summaries of the compaction events `seeds`
+    (two or more), their parts in order."""
+    compactions = [seed.actions.compaction for seed in seeds]
+    parts = [part for c in compactions for part in (c.compacted_content.parts or ())]
+    return Content(role=compactions[-1].compacted_content.role, parts=parts)
+
+
 def _summaries_size(seeds: list[Event]) -> int:
     """What the summaries of the compaction events `seeds` weigh: one
     summary's serialized content, several summaries' parts serialized as
@@ -290,30 +298,30 @@ def _summaries_size(seeds: list[Event]) -> int:
     hundreds of summaries left side by side are sized in one call."""
     if len(seeds) < 2:
         return sum(map(_summary_size, seeds))
-    compactions = [seed.actions.compaction for seed in seeds]
-    parts = [part for c in compactions for part in (c.compacted_content.parts or ())]
-    return _size(Content(role=compactions[-1].compacted_content.role, parts=parts))
+    return _size(_merged(seeds))
 
 
 def _rolled_seed(seeds: list[Event]) -> list[Event]:
     """The rolling summary's seed: of one compaction event, google-adk's
-    seed; of several, one seed holding their summaries' parts in order,
-    stamped at the earliest interval start. google-adk's summarizer formats
-    an event's parts one line each (`author: text`), so it reads the same
-    text as from a seed per summary, without an Event built per summary (a
-    session written by google-adk can have hundreds surviving side by
-    side)."""
+    seed; of several, one seed holding their summaries' parts in order
+    (`_merged`), stamped at the earliest interval start. google-adk's
+    summarizer formats an event's parts one line each (`author: text`), so
+    it reads the same text as from a seed per summary, without an Event
+    built per summary (a session written by google-adk can have hundreds
+    surviving side by side)."""
     if len(seeds) < 2:
         return [_compaction.seed_event(seed) for seed in seeds]
-    compactions = [seed.actions.compaction for seed in seeds]
-    parts = [part for c in compactions for part in (c.compacted_content.parts or ())]
-    starts = [c.start_timestamp for c in compactions if c.start_timestamp is not None]
+    starts = [
+        seed.actions.compaction.start_timestamp
+        for seed in seeds
+        if seed.actions.compaction.start_timestamp is not None
+    ]
     latest = seeds[-1]
     return [
         Event(
             timestamp=min(starts) if starts else latest.timestamp,
             author="model",
-            content=Content(role=compactions[-1].compacted_content.role, parts=parts),
+            content=_merged(seeds),
             branch=latest.branch,
             isolation_scope=latest.isolation_scope,
             invocation_id=Event.new_id(),

@@ -40,6 +40,13 @@ impl Coverage {
         events[pos].compaction.is_none() && !self.hidden[pos]
     }
 
+    /// The extent of the compaction event at position `at`.
+    pub fn extent_at(&self, at: usize) -> Option<&Extent> {
+        // In position order (see `extents`).
+        let k = self.extents.binary_search_by_key(&at, |x| x.at).ok()?;
+        Some(&self.extents[k])
+    }
+
     /// Positions of the surviving compaction events, in order.
     pub fn surviving_events(&self) -> Vec<usize> {
         self.survive.iter().map(|&k| self.extents[k].at).collect()
@@ -333,9 +340,9 @@ fn span(
         .iter()
         .map(|&p| (events[p].timestamp, events[p].timestamp))
         .chain(
-            cov.extents
+            seeds
                 .iter()
-                .filter(|x| seeds.contains(&x.at))
+                .filter_map(|&p| cov.extent_at(p))
                 .map(|x| (x.start, x.end)),
         )
         .filter(|(a, b)| a.is_finite() && b.is_finite());
@@ -392,7 +399,7 @@ pub fn earliest(events: &[EventView], cov: &Coverage, handed: &[usize], seeds: &
     let stamps = handed.iter().map(|&p| events[p].timestamp).chain(
         seeds
             .iter()
-            .filter_map(|&p| cov.extents.iter().find(|x| x.at == p))
+            .filter_map(|&p| cov.extent_at(p))
             .flat_map(|x| [x.start, x.end]),
     );
     stamps.fold(f64::INFINITY, |low, t| {

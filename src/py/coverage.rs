@@ -245,12 +245,11 @@ struct Scoped<'py> {
     rewound: Vec<usize>,
     scoped: Vec<usize>,
     /// The views of the events in scope (function-call links read for
-    /// the events no compaction covers), and their coverage; positions
-    /// from here on are in the scoped list.
+    /// the events no compaction covers), and their coverage once found;
+    /// positions from here on are in the scoped list.
     views: Vec<EventView>,
-    coverage: Coverage,
+    coverage: Option<Coverage>,
     problems: Problems,
-    covered: bool,
 }
 
 impl<'py> Scoped<'py> {
@@ -275,28 +274,28 @@ impl<'py> Scoped<'py> {
             rewound,
             scoped,
             views,
-            coverage: Coverage::new(&[], Vec::new()),
+            coverage: None,
             problems: Problems::new(),
-            covered: false,
         })
     }
 
     /// Reads the records and finds what they cover, then the function-call
-    /// links of the events they leave uncovered (the candidates).
-    fn cover(&mut self) -> Extracted<()> {
+    /// links of the events they leave uncovered (the candidates); returns
+    /// the views, the id arena and the coverage.
+    fn cover(&mut self) -> Extracted<(&[EventView], &[Sym], &Coverage)> {
         let py = self.objects.first().map(|o| o.py());
         let scoped = &self.scoped;
         let (extents, problems) =
             extents(&mut self.loaded, &self.objects, &self.views, |k| scoped[k])?;
         let views = &self.views;
         let cover = || guarded(|| Ok(Coverage::new(views, extents)));
-        self.coverage = match py {
+        let coverage = match py {
             Some(py) => py.detach(cover)?,
             None => cover()?,
         };
         self.problems = problems;
         let candidates: Vec<usize> = (0..self.views.len())
-            .filter(|&k| self.coverage.uncovered(&self.views, k))
+            .filter(|&k| coverage.uncovered(&self.views, k))
             .collect();
         let todo: Vec<usize> = candidates.iter().map(|&k| self.scoped[k]).collect();
         self.loaded
@@ -304,12 +303,8 @@ impl<'py> Scoped<'py> {
         for &k in &candidates {
             self.views[k] = self.all[self.scoped[k]];
         }
-        self.covered = true;
-        Ok(())
-    }
-
-    fn ids(&self) -> &[Sym] {
-        &self.loaded.ex.ids
+        let coverage = self.coverage.insert(coverage);
+        Ok((&self.views, &self.loaded.ex.ids, coverage))
     }
 
     /// Remembers `answer` to `asked` for the list.
@@ -321,9 +316,7 @@ impl<'py> Scoped<'py> {
     /// timestamps, invocations and compactions (function-call spans
     /// cleared: they point into this call's arena), and the coverage.
     fn for_record(&self) -> Option<Arc<ForRecord>> {
-        if !self.covered {
-            return None;
-        }
+        let coverage = self.coverage.as_ref()?;
         let views = self
             .views
             .iter()
@@ -336,7 +329,7 @@ impl<'py> Scoped<'py> {
             .collect();
         Some(Arc::new(ForRecord {
             views,
-            coverage: self.coverage.clone(),
+            coverage: coverage.clone(),
         }))
     }
 }
@@ -362,7 +355,8 @@ fn answer<'py>(
     let (first, second, count, since) = compute(&mut r)?;
     let n = r.objects.len();
     let positions = |v: &[usize]| (v.len() != n).then(|| v.iter().map(|&i| i as u32).collect());
-    // Only a selection that hands something out has a record written.
+    // Only a selection that hands something out has a record written (and
+    // so a handle).
     let record = match first.is_empty() && second.is_empty() {
         true => None,
         false => r.for_record(),
@@ -476,8 +470,7 @@ pub fn exact_sliding_window<'py>(
             if !select {
                 return Ok((Vec::new(), Vec::new(), None, f64::NEG_INFINITY));
             }
-            r.cover()?;
-            let (views, ids, cov) = (&r.views[..], r.ids(), &r.coverage);
+            let (views, ids, cov) = r.cover()?;
             let handed = py.detach(|| {
                 guarded(|| {
                     Ok(coverage::sliding(views, ids, cov, interval, overlap).unwrap_or_default())
@@ -494,10 +487,7 @@ pub fn exact_sliding_window<'py>(
         })?;
         let covered = a.second.iter().map(|&flag| flag != 0);
         let events = items_at(&list, a.scoped.as_deref())?;
-        let handle = match a.first.is_empty() {
-            true => None,
-            false => ExactSelection::new(&events, a.record.as_ref())?,
-        };
+        let handle = ExactSelection::new(&events, a.record.as_ref())?;
         Ok((
             events,
             PyList::new(py, &a.first)?,
@@ -548,22 +538,20 @@ pub fn exact_token_threshold<'py>(
         let (Some(scope), Some(agent)) = (text(isolation_scope), text(agent_name)) else {
             return Err(Outcome::Decline("isolation scope or agent name not a str"));
         };
-        let threshold = token_threshold;
         let asked = ExactAsked::Token {
             retention,
             scope,
             agent,
-            threshold,
+            threshold: token_threshold,
         };
         let (a, list) = answer(events, isolation_scope, asked, |r| {
             let agent = r.loaded.ex.interner.optional(agent_name, "agent_name")?;
             let count = latest_count(&mut r.loaded, &r.objects, &mut r.all, &r.scoped, agent)?;
-            if count.is_some_and(|c| c < threshold) {
+            if count.is_some_and(|c| c < token_threshold) {
                 // Observed below the threshold: nothing to select.
                 return Ok((Vec::new(), Vec::new(), count, f64::NEG_INFINITY));
             }
-            r.cover()?;
-            let (views, ids, cov) = (&r.views[..], r.ids(), &r.coverage);
+            let (views, ids, cov) = r.cover()?;
             let plan = py.detach(|| guarded(|| Ok(coverage::token(views, ids, cov, retention))))?;
             let (window, seeds) = plan.map(|p| (p.window, p.seeds)).unwrap_or_default();
             let since = coverage::earliest(views, cov, &window, &seeds);
@@ -576,10 +564,7 @@ pub fn exact_token_threshold<'py>(
         } else {
             items_at(&list, a.rewound.as_deref())?
         };
-        let handle = match a.first.is_empty() && a.second.is_empty() {
-            true => None,
-            false => ExactSelection::new(&scoped, a.record.as_ref())?,
-        };
+        let handle = ExactSelection::new(&scoped, a.record.as_ref())?;
         Ok((
             rewound,
             scoped,
