@@ -326,7 +326,8 @@ def test_several_summaries_seed_one_event_the_summarizer_reads_alike() -> None:
         seed.actions.compaction.compacted_content = types.ModelContent(
             [types.Part(text=f"summary {k}"), types.Part(text=f"and more {k}")]
         )
-    (rolled,) = _exact_mode._rolled_seed(seeds)
+    parts, role, sizes, start = _native.exact_seeds(seeds, [0, 1, 2], compaction._content_size)
+    (rolled,) = _exact_mode._rolled_seed(seeds, parts, role, start)
     assert rolled.timestamp == 0.0 and rolled.author == "model"
     assert rolled.actions.compaction is None
     one_each = [compaction.seed_event(seed) for seed in seeds]
@@ -334,15 +335,56 @@ def test_several_summaries_seed_one_event_the_summarizer_reads_alike() -> None:
     text = summarizer._format_events_for_prompt([rolled])
     assert text == summarizer._format_events_for_prompt(one_each)
     assert "summary 0" in text and "and more 2" in text
-    # Sized as the seed holds them: one content of all their parts.
-    assert _exact_mode._summaries_size(seeds) == compaction._content_size(rolled.content)
-    each = sum(_exact_mode._summaries_size([seed]) for seed in seeds)
-    assert 0 < _exact_mode._summaries_size(seeds) < each
+    # The content equals one validated the ordinary way.
+    assert rolled.content == types.Content(
+        role="model", parts=[p for s in one_each for p in s.content.parts]
+    )
+    # Each summary sized as it weighs in the prompt: its own content.
+    assert sizes == [
+        compaction._content_size(s.actions.compaction.compacted_content) for s in seeds
+    ]
     # One summary: google-adk's own seed.
-    (single,) = _exact_mode._rolled_seed(seeds[:1])
+    parts, role, sizes, start = _native.exact_seeds(seeds, [0], compaction._content_size)
+    (single,) = _exact_mode._rolled_seed(seeds[:1], parts, role, start)
     assert single.model_dump(exclude={"id", "invocation_id"}) == one_each[0].model_dump(
         exclude={"id", "invocation_id"}
     )
+
+
+def test_seeds_are_read_once_per_selection_and_checked() -> None:
+    from adk_fastcompact import _compaction as compaction
+
+    _native.index_clear()
+    events = [_raw("inv-a", 1.0), _raw("inv-a", 2.0)]
+    for k in range(3):
+        events.append(_compaction(k + 1.0, k + 1.5))
+        events.append(_raw(f"inv-{k}", k + 3.0))
+    events += [_raw("inv-z", 9.0 + k) for k in range(8)]
+    selected = _native.exact_token_threshold(events, None, 2, "", 0)
+    assert selected is not None
+    _, scoped, _, _, seeds, _, _, handle = selected
+    assert handle is not None and len(seeds) == 3
+    calls: list[object] = []
+
+    def size(content: object) -> int:
+        calls.append(content)
+        return compaction._content_size(content)
+
+    first = _native.exact_seeds(scoped, list(seeds), size, handle)
+    assert len(calls) == 3
+    again = _native.exact_seeds(scoped, list(seeds), size, handle)
+    # Kept with the selection: no summary read again, the parts in a new list.
+    assert len(calls) == 3 and again == first and again[0] is not first[0]
+    # Other positions, or no handle: read.
+    _native.exact_seeds(scoped, list(seeds)[1:], size, handle)
+    assert len(calls) == 5
+    _native.exact_seeds(scoped, list(seeds), size)
+    assert len(calls) == 8
+    with pytest.raises(ValueError, match="not in the"):
+        _native.exact_seeds(scoped, [len(scoped)], size)
+    with pytest.raises(ValueError, match="holds no compaction"):
+        _native.exact_seeds(scoped, [0], size)
+    _native.index_clear()
 
 
 def test_a_record_read_off_a_stored_original_is_read_again_when_it_is_replaced() -> None:

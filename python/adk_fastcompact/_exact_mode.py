@@ -282,46 +282,26 @@ async def run_compaction_for_sliding_window(
         yield compaction_event
 
 
-def _merged(seeds: list[Event]) -> Content:
-    """One content holding the summaries of the compaction events `seeds`
-    (two or more), their parts in order."""
-    compactions = [seed.actions.compaction for seed in seeds]
-    parts = [part for c in compactions for part in (c.compacted_content.parts or ())]
-    return Content(role=compactions[-1].compacted_content.role, parts=parts)
-
-
-def _summaries_size(seeds: list[Event]) -> int:
-    """What the summaries of the compaction events `seeds` weigh: one
-    summary's serialized content, several summaries' parts serialized as
-    one content (as the rolling summary's seed holds them; each further
-    summary's own `{"parts":[...],"role":...}` wrapper is not counted), so
-    hundreds of summaries left side by side are sized in one call."""
-    if len(seeds) < 2:
-        return sum(map(_summary_size, seeds))
-    return _size(_merged(seeds))
-
-
-def _rolled_seed(seeds: list[Event]) -> list[Event]:
+def _rolled_seed(
+    seeds: list[Event], parts: list[Any], role: Any, start: float | None
+) -> list[Event]:
     """The rolling summary's seed: of one compaction event, google-adk's
-    seed; of several, one seed holding their summaries' parts in order
-    (`_merged`), stamped at the earliest interval start. google-adk's
-    summarizer formats an event's parts one line each (`author: text`), so
-    it reads the same text as from a seed per summary, without an Event
-    built per summary (a session written by google-adk can have hundreds
-    surviving side by side)."""
+    seed; of several, one event holding their summaries' `parts` in order
+    (as `_native.exact_seeds` read them), stamped at the earliest interval
+    `start`. google-adk's summarizer formats an event's parts one line each
+    (`author: text`), so it reads the same text as from a seed per summary,
+    without an Event built per summary (a session written by google-adk can
+    have hundreds surviving side by side). The parts are the stored
+    summaries' own, validated when they were: the content is assembled
+    without validating them again."""
     if len(seeds) < 2:
         return [_compaction.seed_event(seed) for seed in seeds]
-    starts = [
-        seed.actions.compaction.start_timestamp
-        for seed in seeds
-        if seed.actions.compaction.start_timestamp is not None
-    ]
     latest = seeds[-1]
     return [
         Event(
-            timestamp=min(starts) if starts else latest.timestamp,
+            timestamp=latest.timestamp if start is None else start,
             author="model",
-            content=_merged(seeds),
+            content=Content.model_construct(role=role, parts=parts),
             branch=latest.branch,
             isolation_scope=latest.isolation_scope,
             invocation_id=Event.new_id(),
@@ -351,8 +331,9 @@ async def run_compaction_for_token_threshold_config(
 
     Trigger rule: the observed (or estimated) prompt token count reaches
     `token_threshold`, and the new material, the raw events to summarize plus
-    the summaries superseded besides the latest (`_summaries_size`), weighs
-    at least as much as the latest summary, which the call rewrites. So when
+    the summaries superseded besides the latest (each its serialized
+    content, as it weighs in the prompt), weighs at least as much as the
+    latest summary, which the call rewrites. So when
     the rolling summary alone is near the threshold, a call waits until it
     has as much new to say as it has to repeat, instead of firing every turn.
     """
@@ -397,17 +378,18 @@ async def run_compaction_for_token_threshold_config(
     if not window and len(seeds) < 2:
         return False
     raw = [events[i] for i in window]
-    seed_events = [events[i] for i in seeds]
-    latest = _summary_size(seed_events[-1]) if seed_events else 0
-    material = sum(_size(_adk._request_content(event)) for event in raw) + _summaries_size(
-        seed_events[:-1]
-    )
+    # Each surviving summary's size (what it weighs in the prompt, its own
+    # content) and the seed's parts, read once per selection.
+    parts, role, sizes, start = _native.exact_seeds(events, list(seeds), _size, handle)
+    latest = sizes[-1] if sizes else 0
+    material = sum(_size(_adk._request_content(event)) for event in raw) + sum(sizes[:-1])
     if material <= 0 or material < latest:
         return False
     _adk._ensure_compaction_summarizer(config=config, agent=agent)
     if config.summarizer is None:
         return False
-    to_compact = [*_rolled_seed([events[i] for i in seeds]), *raw]
+    rolled = _rolled_seed([events[i] for i in seeds], parts, role, start)
+    to_compact = [*rolled, *raw]
     compaction_event = await _compaction.summarize_with(
         _removable, material + latest, session, config, events, to_compact, "token_threshold"
     )

@@ -26,6 +26,7 @@ __all__ = [
     "exact_foreign",
     "exact_prompt",
     "exact_record",
+    "exact_seeds",
     "exact_sliding_window",
     "exact_token_threshold",
     "get_compaction_ranges",
@@ -177,6 +178,33 @@ def exact_foreign(events: list[Event], stored: list[Event]) -> list[int] | None:
     events `events` (this invocation's copy) lacks, compared by event id
     through the session's index; None when either list does not go through
     the index (compare ids instead).
+    """
+
+def exact_seeds(
+    events: list[Event],
+    seeds: list[int],
+    size: Callable[[Content | None], int],
+    selection: ExactSelection | None = None,
+) -> tuple[list[Any], str | None, list[int], float | None]:
+    """What the rolling summary's seed takes from the compaction events at
+    `seeds` (positions in `events`).
+
+    Args:
+      events: The list `seeds` index.
+      seeds: Positions of the compaction events whose summaries are rolled.
+      size: The size of one compacted content (called once per summary).
+      selection: The handle the selection returned with `events`: when
+        `events` is that very list unchanged, the answer is kept with the
+        selection and given again without reading the summaries.
+
+    Returns:
+      `(parts, role, sizes, start)`: the summaries' parts in order (a new
+      list), the last summary's role, each summary's size, and the earliest
+      interval start (None when none is set).
+
+    Raises:
+      ValueError: A position is out of range or names an event without a
+        compaction.
     """
 
 def exact_record(

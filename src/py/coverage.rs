@@ -11,6 +11,7 @@ use super::extract::{Extractor, Need};
 use super::filter::materialize;
 use super::index::{
     encode_item, exact_again, exact_prompt_again, load, ExactAnswer, ExactAsked, ForRecord, Loaded,
+    SeedParts,
 };
 use super::scratch::Views;
 use super::window::{holds_exactly, latest_count, live, text, LIGHT};
@@ -330,6 +331,7 @@ impl<'py> Scoped<'py> {
         Some(Arc::new(ForRecord {
             views,
             coverage: coverage.clone(),
+            seeds: std::sync::OnceLock::new(),
         }))
     }
 }
@@ -663,6 +665,95 @@ fn write_record<'py>(
     let record = Record::new(w.start, w.end, keys, (plain_start, plain_end))?;
     let dict = super::exact::to_python(py, &record)?;
     Ok(Some((dict, plain_start, plain_end)))
+}
+
+/// The rolling summary's seed: `(parts, role, sizes, start)`.
+type Seeds<'py> = (Bound<'py, PyList>, Bound<'py, PyAny>, Vec<i64>, Option<f64>);
+
+/// What the rolling summary's seed takes from the compaction events at
+/// `seeds` (positions in `events`): their summaries' parts in order, in a
+/// new list; the last summary's role; each summary's size as `size` (a
+/// callable) gives it for its compacted content; and the earliest interval
+/// start (`None` where none is set). Read once per selection: given the
+/// list its `selection` handed out, unchanged, the answer is kept with the
+/// selection (which is remembered for that very list), so a tail-retention
+/// call that rolls hundreds of summaries reads them once, not on every
+/// call. Raises `ValueError` on a position out of range or of an event
+/// without a compaction.
+#[pyfunction]
+#[pyo3(signature = (events, seeds, size, selection = None))]
+pub fn exact_seeds<'py>(
+    events: &Bound<'py, PyAny>,
+    seeds: Vec<usize>,
+    size: &Bound<'py, PyAny>,
+    selection: Option<&Bound<'py, ExactSelection>>,
+) -> PyResult<Seeds<'py>> {
+    let py = events.py();
+    let held = selection.and_then(|s| s.get().of(events));
+    let answer = |s: &SeedParts| -> PyResult<Seeds<'py>> {
+        let parts = PyList::new(py, s.parts.bind(py).iter())?;
+        Ok((parts, s.role.bind(py).clone(), s.sizes.clone(), s.start))
+    };
+    if let Some(known) = held.and_then(|(_, r)| r.seeds.get()) {
+        if known.positions == seeds {
+            return answer(known);
+        }
+    }
+    let list = events.cast::<PyList>()?;
+    let parts = PyList::empty(py);
+    let mut role = py.None().into_bound(py);
+    let mut sizes = Vec::with_capacity(seeds.len());
+    let mut start: Option<f64> = None;
+    for &p in &seeds {
+        let event = match held {
+            Some((objects, _)) => objects.get(p).map(|o| o.bind(py).clone()),
+            None => list.get_item(p).ok(),
+        }
+        .ok_or_else(|| {
+            pyo3::exceptions::PyValueError::new_err(format!(
+                "position {p} is not in the {} events",
+                list.len()
+            ))
+        })?;
+        let compaction = event
+            .getattr(intern!(py, "actions"))?
+            .getattr(intern!(py, "compaction"))?;
+        if compaction.is_none() {
+            return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "the event at position {p} holds no compaction"
+            )));
+        }
+        let content = compaction.getattr(intern!(py, "compacted_content"))?;
+        sizes.push(size.call1((&content,))?.extract()?);
+        let begins = compaction.getattr(intern!(py, "start_timestamp"))?;
+        if !begins.is_none() {
+            let t: f64 = begins.extract()?;
+            start = Some(start.map_or(t, |s| s.min(t)));
+        }
+        if content.is_none() {
+            continue;
+        }
+        let held_parts = content.getattr(intern!(py, "parts"))?;
+        if !held_parts.is_none() {
+            for part in held_parts.try_iter()? {
+                parts.append(part?)?;
+            }
+        }
+        role = content.getattr(intern!(py, "role"))?;
+    }
+    let read = SeedParts {
+        positions: seeds,
+        parts: parts.unbind(),
+        role: role.unbind(),
+        sizes,
+        start,
+    };
+    let out = answer(&read)?;
+    if let Some((_, record)) = held {
+        // Another thread may have kept the same answer first: either serves.
+        let _ = record.seeds.set(read);
+    }
+    Ok(out)
 }
 
 /// What identifying an event needs: nothing beyond its id, which every

@@ -500,11 +500,27 @@ pub enum ExactAsked {
 pub type Parsed = Option<Result<crate::core::exact::Record, String>>;
 
 /// What writing a coverage record over a selection's handed-out list
-/// reads: its views (timestamps, invocations, compactions) and coverage.
+/// reads: its views (timestamps, invocations, compactions) and coverage;
+/// and, once read, what the rolling summary's seed takes from the
+/// summaries it rolls (see `coverage::exact_seeds`).
 #[derive(Debug)]
 pub struct ForRecord {
     pub views: Vec<EventView>,
     pub coverage: Coverage,
+    pub seeds: std::sync::OnceLock<SeedParts>,
+}
+
+/// What the rolling summary's seed takes from the compaction events at
+/// `positions` of a handed-out list: their summaries' parts in order, the
+/// last summary's role, each summary's serialized size and the earliest
+/// interval start (`None`: none is set).
+#[derive(Debug)]
+pub struct SeedParts {
+    pub positions: Vec<usize>,
+    pub parts: Py<PyList>,
+    pub role: Py<PyAny>,
+    pub sizes: Vec<i64>,
+    pub start: Option<f64>,
 }
 
 /// An exact-mode answer: up to two lists of positions (a prompt's items,

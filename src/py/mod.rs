@@ -34,6 +34,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(coverage::exact_prompt, m)?)?;
     m.add_function(wrap_pyfunction!(coverage::exact_record, m)?)?;
     m.add_function(wrap_pyfunction!(coverage::exact_foreign, m)?)?;
+    m.add_function(wrap_pyfunction!(coverage::exact_seeds, m)?)?;
     m.add_function(wrap_pyfunction!(coverage::exact_sliding_window, m)?)?;
     m.add_function(wrap_pyfunction!(coverage::exact_token_threshold, m)?)?;
     m.add_function(wrap_pyfunction!(index::index_clear, m)?)?;
