@@ -16,7 +16,7 @@
 //! survivor), found by one sweep over the events in time order.
 
 use super::event::EventView;
-use super::exact::{micros, Extent};
+use super::exact::{has_key, micros, Extent};
 use std::collections::BTreeSet;
 
 /// What a compaction covers, summed up (`None` when it covers nothing).
@@ -41,7 +41,7 @@ struct Timeline<'a> {
 impl<'a> Timeline<'a> {
     fn new(events: &'a [EventView]) -> Self {
         let mut order: Vec<usize> = (0..events.len())
-            .filter(|&p| events[p].compaction.is_none() && micros(events[p].timestamp).is_some())
+            .filter(|&p| events[p].compaction.is_none() && has_key(events[p].timestamp))
             .collect();
         order.sort_by(|&a, &b| {
             events[a]
