@@ -16,7 +16,7 @@
 //! survivor), found by one sweep over the events in time order.
 
 use super::event::EventView;
-use super::exact::{has_key, micros, Extent};
+use super::exact::{has_key, Extent};
 use std::collections::BTreeSet;
 
 /// What a compaction covers, summed up (`None` when it covers nothing).
@@ -298,6 +298,7 @@ fn sweep(line: &Timeline<'_>, extents: &[Extent], sums: &[Option<Summary>]) -> V
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::exact::micros;
     use crate::core::exact::Hole;
     use proptest::prelude::*;
 
