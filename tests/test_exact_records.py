@@ -269,6 +269,49 @@ def test_exact_answers_are_reused_only_for_the_very_same_events() -> None:
     assert _stats("exact_reused") == before + 1
 
 
+def test_a_sliding_selection_extends_the_last_coverage_over_raw_events_only() -> None:
+    # A list extended by raw events keeps its compactions' coverage (an event
+    # stored after every compaction is covered by none, even stamped inside
+    # an interval); the answer equals one computed from scratch.
+    def selection(events: list[Event]) -> Any:
+        out = _native.exact_sliding_window(events, 2, 1)
+        assert out is not None
+        scoped, handed, covered, since, problems, handle = out
+        record = None if handle is None else _native.exact_record(scoped, handed, [], [], handle)
+        return [id(e) for e in scoped], handed, covered, since, problems, record
+
+    def fresh(events: list[Event]) -> Any:
+        _native.index_clear()
+        return selection(events)
+
+    _native.index_clear()
+    events = [_raw("inv-a", 1.0), _raw("inv-a", 1.1), _raw("inv-b", 2.0), _compaction(1.0, 2.0)]
+    events += [_raw("inv-c", 3.0), _raw("inv-c", 3.1)]
+    for _ in range(2):  # the second call binds the events to the index
+        selection(events)
+    appended = [
+        [_raw("inv-d", 4.0)],
+        [_raw("inv-e", 1.5)],  # inside the compaction's interval, stored after it
+        [_raw("inv-f", 5.0), _raw("inv-f", 0.5)],
+        [_raw("inv-g", 6.0)],
+    ]
+    for more in appended:
+        events = [*events, *more]
+        before = _stats("exact_extended")
+        got = selection(events)
+        assert _stats("exact_extended") == before + 1
+        assert got == fresh(events)
+        selection(events)  # bound again for the next extension
+    # A compaction among the new events: computed again.
+    selection(events)
+    events = [*events, _compaction(3.0, 6.0), _raw("inv-h", 7.0)]
+    before = _stats("exact_extended")
+    got = selection(events)
+    assert _stats("exact_extended") == before
+    assert got == fresh(events)
+    _native.index_clear()
+
+
 def test_events_another_invocation_appended_are_found_by_id() -> None:
     from adk_fastcompact import _exact_mode
     from google.adk.sessions.session import Session

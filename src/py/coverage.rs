@@ -10,8 +10,8 @@ use super::error::{finish, Extracted, Outcome};
 use super::extract::{Extractor, Need};
 use super::filter::materialize;
 use super::index::{
-    encode_item, exact_again, exact_prompt_again, load, ExactAnswer, ExactAsked, ForRecord, Loaded,
-    SeedParts,
+    count_exact_extended, encode_item, exact_again, exact_prefix, exact_prompt_again, load,
+    ExactAnswer, ExactAsked, ForRecord, Loaded, SeedParts,
 };
 use super::scratch::Views;
 use super::window::{holds_exactly, latest_count, live, text, LIGHT};
@@ -251,6 +251,9 @@ struct Scoped<'py> {
     views: Vec<EventView>,
     coverage: Option<Coverage>,
     problems: Problems,
+    /// The coverage of a list this one extends, with its length and unused
+    /// records (see [`exact_prefix`]).
+    prior: Option<(usize, Arc<Coverage>, Problems)>,
 }
 
 impl<'py> Scoped<'py> {
@@ -277,6 +280,7 @@ impl<'py> Scoped<'py> {
             views,
             coverage: None,
             problems: Problems::new(),
+            prior: None,
         })
     }
 
@@ -284,15 +288,21 @@ impl<'py> Scoped<'py> {
     /// links of the events they leave uncovered (the candidates); returns
     /// the views, the id arena and the coverage.
     fn cover(&mut self) -> Extracted<(&[EventView], &[Sym], &Coverage)> {
-        let py = self.objects.first().map(|o| o.py());
-        let scoped = &self.scoped;
-        let (extents, problems) =
-            extents(&mut self.loaded, &self.objects, &self.views, |k| scoped[k])?;
-        let views = &self.views;
-        let cover = || guarded(|| Ok(Coverage::new(views, extents)));
-        let coverage = match py {
-            Some(py) => py.detach(cover)?,
-            None => cover()?,
+        let (coverage, problems) = match self.extended() {
+            Some(found) => found,
+            None => {
+                let py = self.objects.first().map(|o| o.py());
+                let scoped = &self.scoped;
+                let (extents, problems) =
+                    extents(&mut self.loaded, &self.objects, &self.views, |k| scoped[k])?;
+                let views = &self.views;
+                let cover = || guarded(|| Ok(Coverage::new(views, extents)));
+                let coverage = match py {
+                    Some(py) => py.detach(cover)?,
+                    None => cover()?,
+                };
+                (coverage, problems)
+            }
         };
         self.problems = problems;
         let candidates: Vec<usize> = (0..self.views.len())
@@ -306,6 +316,27 @@ impl<'py> Scoped<'py> {
         }
         let coverage = self.coverage.insert(coverage);
         Ok((&self.views, &self.loaded.ex.ids, coverage))
+    }
+
+    /// The coverage of [`Scoped::prior`] extended to this list, when the
+    /// list is whole (no rewind, every event in scope) and what it adds is
+    /// raw events: stored after every compaction, none is covered.
+    fn extended(&mut self) -> Option<(Coverage, Problems)> {
+        let (known, prior, problems) = self.prior.take()?;
+        let n = self.all.len();
+        let whole = self.rewound.len() == n && self.scoped.len() == n;
+        let raw = self
+            .all
+            .get(known..)?
+            .iter()
+            .all(|v| v.compaction.is_none());
+        if !(whole && raw && prior.hidden.len() == known) {
+            return None;
+        }
+        let mut coverage = Coverage::clone(&prior);
+        coverage.hidden.resize(n, false);
+        count_exact_extended();
+        Some((coverage, problems))
     }
 
     /// Remembers `answer` to `asked` for the list.
@@ -353,7 +384,14 @@ fn answer<'py>(
     if let Some(answer) = exact_again(list, asked.clone())? {
         return Ok((answer, list.clone()));
     }
+    // Looked up before the read binds the new events.
+    let sliding = matches!(asked, ExactAsked::Sliding(..));
+    let prior = match sliding {
+        true => exact_prefix(list, &asked)?,
+        false => None,
+    };
     let mut r = Scoped::read(events, scope)?;
+    r.prior = prior;
     let (first, second, count, since) = compute(&mut r)?;
     let n = r.objects.len();
     let positions = |v: &[usize]| (v.len() != n).then(|| v.iter().map(|&i| i as u32).collect());
@@ -372,6 +410,8 @@ fn answer<'py>(
         since,
         problems: r.problems.clone(),
         record,
+        // Kept for the next selection over this list extended.
+        coverage: r.coverage.take().filter(|_| sliding).map(Arc::new),
         ..ExactAnswer::default()
     });
     r.remember(asked, answer.clone());

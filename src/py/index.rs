@@ -542,6 +542,9 @@ pub struct ExactAnswer {
     /// What a selection's record is written from (see
     /// `coverage::ExactSelection`).
     pub record: Option<Arc<ForRecord>>,
+    /// A sliding-window selection's coverage, extended for the list with
+    /// raw events appended (see [`exact_prefix`]).
+    pub coverage: Option<Arc<Coverage>>,
     pub problems: Vec<(usize, String)>,
     /// A prompt's last sort key (its last item's timestamp, or interval
     /// end for a summary; -inf for an empty prompt, NaN when unknown).
@@ -557,15 +560,9 @@ impl ExactAnswer {
             + positions(&self.scoped))
             * 4
             + self.record.as_ref().map_or(0, |r| {
-                let c = &r.coverage;
-                r.views.len() * std::mem::size_of::<EventView>()
-                    + c.hidden.len()
-                    + c.survive.len() * 8
-                    + c.extents
-                        .iter()
-                        .map(|x| 48 + x.holes.len() * 16)
-                        .sum::<usize>()
+                r.views.len() * std::mem::size_of::<EventView>() + coverage_bytes(&r.coverage)
             })
+            + self.coverage.as_deref().map_or(0, coverage_bytes)
             + self
                 .problems
                 .iter()
@@ -579,6 +576,16 @@ struct ExactMemo {
     seen: Seen,
     asked: ExactAsked,
     answer: Arc<ExactAnswer>,
+}
+
+/// Bytes a coverage holds, about.
+fn coverage_bytes(c: &Coverage) -> usize {
+    c.hidden.len()
+        + c.survive.len() * 8
+        + c.extents
+            .iter()
+            .map(|x| 48 + x.holes.len() * 16)
+            .sum::<usize>()
 }
 
 /// A summary Event handed out for a compaction event, and what it was
@@ -1329,6 +1336,7 @@ struct Counters {
     recoveries_reused: u64,
     selections_reused: u64,
     exact_reused: u64,
+    exact_extended: u64,
     completed: u64,
     copied: u64,
     copy_nanos: u64,
@@ -1364,6 +1372,7 @@ static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
         recoveries_reused: 0,
         selections_reused: 0,
         exact_reused: 0,
+        exact_extended: 0,
         completed: 0,
         copied: 0,
         copy_nanos: 0,
@@ -2023,6 +2032,42 @@ pub fn exact_again(
         },
         |c| c.exact_reused += 1,
     )
+}
+
+/// The coverage remembered with the last answer to `asked` when `list`
+/// begins with that answer's list (the same objects, each still bound, over
+/// an unchanged index) and that list had no rewind and no event of another
+/// scope: `(its length, coverage, unused records)`. A selection over `list`
+/// extends it when what follows is raw events only: an event stored after
+/// every compaction is covered by none, so the extents, the survivors and
+/// what they hide stay as they were (see `coverage::Scoped::cover`).
+#[allow(clippy::type_complexity)]
+pub fn exact_prefix(
+    list: &Bound<'_, PyList>,
+    asked: &ExactAsked,
+) -> Extracted<Option<(usize, Arc<Coverage>, Vec<(usize, String)>)>> {
+    remembered(
+        list,
+        |t| {
+            let k = t.exact.iter().position(|m| &m.asked == asked)?;
+            let mut memo = t.exact.swap_remove(k);
+            let a = memo.answer.clone();
+            let whole = a.rewound.is_none() && a.scoped.is_none();
+            let found = match (&a.coverage, whole && memo.seen.begin(t, list)) {
+                (Some(c), true) => Some((memo.seen.len(), c.clone(), a.problems.clone())),
+                _ => None,
+            };
+            t.exact.push(memo);
+            found
+        },
+        // Counted where it is used (see [`count_exact_extended`]).
+        |_| {},
+    )
+}
+
+/// Notes that a selection extended a remembered coverage.
+pub fn count_exact_extended() {
+    registry().counters.exact_extended += 1;
 }
 
 /// What `answer` makes of the index of `list`'s session (checked out for
@@ -2929,6 +2974,7 @@ impl Counters {
         self.recoveries_reused += c.recoveries_reused;
         self.selections_reused += c.selections_reused;
         self.exact_reused += c.exact_reused;
+        self.exact_extended += c.exact_extended;
         self.completed += c.completed;
         self.copied += c.copied;
         self.copy_nanos += c.copy_nanos;
@@ -3252,6 +3298,7 @@ pub fn index_stats(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     out.set_item("recoveries_reused", c.recoveries_reused)?;
     out.set_item("selections_reused", c.selections_reused)?;
     out.set_item("exact_reused", c.exact_reused)?;
+    out.set_item("exact_extended", c.exact_extended)?;
     out.set_item("completed", c.completed)?;
     out.set_item("copied", c.copied)?;
     out.set_item("direct", c.direct)?;
