@@ -401,6 +401,10 @@ def test_seeds_are_read_once_per_selection_and_checked() -> None:
     events = [_raw("inv-a", 1.0), _raw("inv-a", 2.0)]
     for k in range(3):
         events.append(_compaction(k + 1.0, k + 1.5))
+        # A part the core does not size: `size` is asked for each summary.
+        events[-1].actions.compaction.compacted_content = types.Content(
+            role="model", parts=[types.Part(text="s", thought_signature=b"sig")]
+        )
         events.append(_raw(f"inv-{k}", k + 3.0))
     events += [_raw("inv-z", 9.0 + k) for k in range(8)]
     selected = _native.exact_token_threshold(events, None, 2, "", 0)
@@ -427,6 +431,18 @@ def test_seeds_are_read_once_per_selection_and_checked() -> None:
         _native.exact_seeds(scoped, [len(scoped)], size)
     with pytest.raises(ValueError, match="holds no compaction"):
         _native.exact_seeds(scoped, [0], size)
+    # Summaries of text parts are sized natively, as pydantic writes them.
+    for p in seeds:
+        scoped[p].actions.compaction.compacted_content = types.Content(
+            role="model", parts=[types.Part(text=f'summary "{p}"\n')]
+        )
+    del calls[:]
+    _, _, sizes, _ = _native.exact_seeds(scoped, list(seeds), size)
+    assert calls == []
+    assert sizes == [
+        len(scoped[p].actions.compaction.compacted_content.model_dump_json(exclude_none=True))
+        for p in seeds
+    ]
     _native.index_clear()
 
 

@@ -270,9 +270,11 @@ def seed_event(compaction_event: Event) -> Event:
 
 
 def _content_size(content: Any) -> int:
-    # google-adk's `_serialized_size` measure of one request content.
-    if content is None:
-        return 0
+    # google-adk's `_serialized_size` measure of one request content: worked
+    # out natively for a content of text parts, else serialized.
+    size = _native.content_size(content)
+    if size is not None:
+        return size
     return len(content.model_dump_json(exclude_none=True, fallback=str))
 
 

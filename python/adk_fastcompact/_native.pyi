@@ -20,6 +20,7 @@ __all__ = [
     "__version__",
     "analyze_sessions",
     "apply_rewinds",
+    "content_size",
     "coverage_record",
     "decline_counts",
     "decline_totals",
@@ -180,6 +181,13 @@ def exact_foreign(events: list[Event], stored: list[Event]) -> list[int] | None:
     the index (compare ids instead).
     """
 
+def content_size(content: Content | None) -> int | None:
+    """google-adk's weight of a request content, `len(content.model_dump_json(
+    exclude_none=True, fallback=str))`, worked out from its fields: 0 for
+    None, the length for a `Content` (or google-genai's `UserContent` /
+    `ModelContent`) of `Part`s holding only `text` and `thought`, and None
+    for anything else (the caller serializes it)."""
+
 def exact_seeds(
     events: list[Event],
     seeds: list[int],
@@ -192,7 +200,9 @@ def exact_seeds(
     Args:
       events: The list `seeds` index.
       seeds: Positions of the compaction events whose summaries are rolled.
-      size: The size of one compacted content (called once per summary).
+      size: The size of one compacted content, called for a summary that
+        is not text parts alone (those are sized natively, as
+        `content_size`).
       selection: The handle the selection returned with `events`: when
         `events` is that very list unchanged, the answer is kept with the
         selection and given again without reading the summaries.

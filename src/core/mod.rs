@@ -10,6 +10,7 @@ pub mod exact;
 pub mod filter;
 pub mod hash;
 pub mod index;
+pub mod json_size;
 pub mod ranges;
 pub mod recover;
 pub mod rewind;

@@ -50,6 +50,13 @@ impl Model {
         false
     }
 
+    /// Whether `ty` is the model or one of the library subclasses proven
+    /// to read like it (never a class learned at run time).
+    #[inline]
+    pub fn is_library(&self, ty: &Bound<'_, PyType>) -> bool {
+        ty.is(&self.base) || self.like.iter().any(|t| ty.is(t))
+    }
+
     /// The model class itself.
     pub fn base(&self) -> &Py<PyType> {
         &self.base

@@ -712,8 +712,9 @@ type Seeds<'py> = (Bound<'py, PyList>, Bound<'py, PyAny>, Vec<i64>, Option<f64>)
 
 /// What the rolling summary's seed takes from the compaction events at
 /// `seeds` (positions in `events`): their summaries' parts in order, in a
-/// new list; the last summary's role; each summary's size as `size` (a
-/// callable) gives it for its compacted content; and the earliest interval
+/// new list; the last summary's role; each summary's size (google-adk's
+/// weight of its compacted content: worked out natively for text parts,
+/// else as `size`, a callable, gives it); and the earliest interval
 /// start (`None` where none is set). Read once per selection: given the
 /// list its `selection` handed out, unchanged, the answer is kept with the
 /// selection (which is remembered for that very list), so a tail-retention
@@ -764,7 +765,10 @@ pub fn exact_seeds<'py>(
             )));
         }
         let content = compaction.getattr(intern!(py, "compacted_content"))?;
-        sizes.push(size.call1((&content,))?.extract()?);
+        sizes.push(match super::size::content_len(&content)? {
+            Some(len) => i64::try_from(len).unwrap_or(i64::MAX),
+            None => size.call1((&content,))?.extract()?,
+        });
         let begins = compaction.getattr(intern!(py, "start_timestamp"))?;
         if !begins.is_none() {
             let t: f64 = begins.extract()?;
