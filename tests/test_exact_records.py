@@ -264,6 +264,16 @@ def test_exact_answers_are_reused_only_for_the_very_same_events() -> None:
     by_handle = _native.exact_record(scoped, handed, [], [], handle)
     assert by_handle == _native.exact_record(scoped, handed, [], [])
     assert by_handle == _native.exact_record(list(scoped), handed, [], [], handle)
+    # Kept with the handle for the same positions: written again alike; a
+    # foreign event or other positions are worked out anew, never the kept one.
+    assert _native.exact_record(scoped, handed, [], [], handle) == by_handle
+    foreign = [("inv-other", scoped[handed[-1]].timestamp)]
+    with_foreign = _native.exact_record(scoped, handed, [], foreign, handle)
+    assert with_foreign == _native.exact_record(scoped, handed, [], foreign)
+    assert with_foreign != by_handle
+    shorter = _native.exact_record(scoped, handed[:1], [], [], handle)
+    assert shorter == _native.exact_record(scoped, handed[:1], [], [])
+    assert _native.exact_record(scoped, handed, [], [], handle) == by_handle
     # Asked otherwise, it is computed again.
     _native.exact_sliding_window(events, 2, 0)
     assert _stats("exact_reused") == before + 1

@@ -11,7 +11,7 @@ use super::extract::{Extractor, Need};
 use super::filter::materialize;
 use super::index::{
     count_exact_extended, encode_item, exact_again, exact_prefix, exact_prompt_again, load,
-    ExactAnswer, ExactAsked, ForRecord, Loaded, SeedParts,
+    ExactAnswer, ExactAsked, ForRecord, Loaded, SeedParts, WrittenOver,
 };
 use super::scratch::Views;
 use super::window::{holds_exactly, latest_count, live, text, LIGHT};
@@ -363,6 +363,7 @@ impl<'py> Scoped<'py> {
             views,
             coverage: coverage.clone(),
             seeds: std::sync::OnceLock::new(),
+            written: std::sync::Mutex::new(None),
         }))
     }
 }
@@ -649,6 +650,7 @@ pub fn exact_record<'py>(
             handed,
             seeds,
             foreign,
+            Some(&record.written),
         );
     }
     let r = match read(events, PROMPT) {
@@ -661,11 +663,23 @@ pub fn exact_record<'py>(
         }
     };
     let object = |p: usize| r.loaded.object(p).cloned();
-    write_record(py, r.views(), &r.coverage, object, handed, seeds, foreign)
+    write_record(
+        py,
+        r.views(),
+        &r.coverage,
+        object,
+        handed,
+        seeds,
+        foreign,
+        None,
+    )
 }
 
 /// [`exact_record`] over `views` (the list's, `object(p)` its items) and
-/// their coverage.
+/// their coverage. `memo` keeps, for a handed-out list, the last record
+/// written with no foreign event, so the same positions asked again (the
+/// same compaction retried over the same list) are not worked out again.
+#[allow(clippy::too_many_arguments)]
 fn write_record<'py>(
     py: Python<'py>,
     views: &[EventView],
@@ -674,6 +688,7 @@ fn write_record<'py>(
     handed: Vec<usize>,
     seeds: Vec<usize>,
     foreign: Vec<(String, f64)>,
+    memo: Option<&std::sync::Mutex<Option<WrittenOver>>>,
 ) -> PyResult<Option<(Bound<'py, PyAny>, f64, f64)>> {
     if let Some(&bad) = handed.iter().chain(&seeds).find(|&&p| p >= views.len()) {
         return Err(pyo3::exceptions::PyValueError::new_err(format!(
@@ -681,8 +696,24 @@ fn write_record<'py>(
             views.len()
         )));
     }
-    let foreign_ts: Vec<f64> = foreign.iter().map(|(_, t)| *t).collect();
-    let Some(w) = coverage::write(views, cov, &handed, &seeds, &foreign_ts) else {
+    let memo = memo.filter(|_| foreign.is_empty());
+    let known = memo.and_then(|m| {
+        let held = m.lock().ok()?;
+        let (h, s, w) = held.as_ref()?;
+        (*h == handed && *s == seeds).then(|| w.clone())
+    });
+    let written = match known {
+        Some(w) => w,
+        None => {
+            let foreign_ts: Vec<f64> = foreign.iter().map(|(_, t)| *t).collect();
+            let w = coverage::write(views, cov, &handed, &seeds, &foreign_ts);
+            if let Some(Ok(mut held)) = memo.map(|m| m.lock()) {
+                *held = Some((handed.clone(), seeds.clone(), w.clone()));
+            }
+            w
+        }
+    };
+    let Some(w) = written else {
         return Ok(None);
     };
     let mut keys: Vec<Key> = Vec::with_capacity(w.holes.len() + foreign.len());

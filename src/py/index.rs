@@ -508,7 +508,18 @@ pub struct ForRecord {
     pub views: Vec<EventView>,
     pub coverage: Coverage,
     pub seeds: std::sync::OnceLock<SeedParts>,
+    /// The record last written over these views with no foreign event:
+    /// `(handed, seeds, written)`.
+    pub written: std::sync::Mutex<Option<WrittenOver>>,
 }
+
+/// A record written over a handed-out list: the positions it was asked
+/// for and what `coverage::write` made of them.
+pub type WrittenOver = (
+    Vec<usize>,
+    Vec<usize>,
+    Option<crate::core::coverage::Written>,
+);
 
 /// What the rolling summary's seed takes from the compaction events at
 /// `positions` of a handed-out list: their summaries' parts in order, the
