@@ -15,6 +15,7 @@ pub mod ranges;
 pub mod recover;
 pub mod rewind;
 pub mod slot_table;
+pub mod stored;
 pub mod subsume;
 pub mod texts;
 pub mod uuid;
