@@ -192,7 +192,10 @@ impl StoredSession {
             views: Vec::with_capacity(events.len()),
             ..StoredSession::default()
         };
-        let empty = s.texts.symbol("").map_err(|_| (0, StoredError::TooManyIds))?;
+        let empty = s
+            .texts
+            .symbol("")
+            .map_err(|_| (0, StoredError::TooManyIds))?;
         for (i, json) in events.iter().enumerate() {
             let event = parse(json.as_ref()).map_err(|e| (i, e))?;
             s.push(i, &event, empty).map_err(|e| (i, e))?;
@@ -345,22 +348,36 @@ mod tests {
         assert!(v[2].has_responses);
         assert_eq!(v[2].responses.of(&s.ids), &v[1].calls.of(&s.ids)[..1]);
         let c = v[3].compaction.unwrap();
-        assert_eq!((c.start, c.end, c.has_content), (Some(1.5), Some(2.0), true));
+        assert_eq!(
+            (c.start, c.end, c.has_content),
+            (Some(1.5), Some(2.0), true)
+        );
         assert!(v[3].rewind_before.is_some());
         assert_eq!(s.event_ids[3].as_deref(), Some("e4"));
     }
 
     #[test]
     fn a_compaction_without_content_and_bad_rows_are_told_apart() {
-        let ok = [r#"{"timestamp":1.0,"actions":{"compaction":{"start_timestamp":0.0,"compacted_content":null}}}"#];
+        let ok = [
+            r#"{"timestamp":1.0,"actions":{"compaction":{"start_timestamp":0.0,"compacted_content":null}}}"#,
+        ];
         let s = StoredSession::read(&ok).unwrap();
         let c = s.views[0].compaction.unwrap();
         assert_eq!((c.start, c.end, c.has_content), (Some(0.0), None, false));
         let no_time = [r#"{"id":"x"}"#];
-        assert_eq!(StoredSession::read(&no_time).unwrap_err(), (0, StoredError::Timestamp));
+        assert_eq!(
+            StoredSession::read(&no_time).err().unwrap(),
+            (0, StoredError::Timestamp)
+        );
         let bad = [r#"{"timestamp":1.0}"#, r#"{"timestamp":"#];
-        assert!(matches!(StoredSession::read(&bad).unwrap_err(), (1, StoredError::Json(_))));
+        assert!(matches!(
+            StoredSession::read(&bad).err().unwrap(),
+            (1, StoredError::Json(_))
+        ));
         let wrong = [r#"{"timestamp":"noon"}"#];
-        assert!(matches!(StoredSession::read(&wrong).unwrap_err(), (0, StoredError::Json(_))));
+        assert!(matches!(
+            StoredSession::read(&wrong).err().unwrap(),
+            (0, StoredError::Json(_))
+        ));
     }
 }
