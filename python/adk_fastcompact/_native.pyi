@@ -19,6 +19,7 @@ __all__ = [
     "Selected",
     "__version__",
     "analyze_sessions",
+    "analyze_stored",
     "apply_rewinds",
     "content_size",
     "coverage_record",
@@ -64,6 +65,25 @@ def analyze_sessions(
       and `window`, or `{"declined": reason}`.
 
     Raises:
+      ValueError: compaction_interval < 1 or overlap_size < 0.
+    """
+
+def analyze_stored(
+    sessions: list[list[str | bytes]],
+    compaction_interval: int | None = None,
+    overlap_size: int = 0,
+    parallel: bool = True,
+) -> list[dict[str, Any]]:
+    """`analyze_sessions` over sessions as stores keep them: each a list of
+    its events' JSON documents (`Event.model_dump_json(exclude_none=True)`),
+    parsed in Rust without building Events, the interpreter released.
+
+    Returns:
+      Per session what `analyze_sessions` returns, or
+      `{"declined": "event N: why"}` when its event N cannot be read.
+
+    Raises:
+      TypeError: An event that is neither `str` nor `bytes`.
       ValueError: compaction_interval < 1 or overlap_size < 0.
     """
 

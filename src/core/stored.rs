@@ -95,15 +95,13 @@ pub struct StoredActions<'a> {
     pub requested_auth_configs: Option<Keys<'a>>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+/// `EventCompaction`: its three fields are required (google-adk's loader
+/// refuses an event without them), the summary's text skipped.
+#[derive(Debug, Deserialize)]
 pub struct StoredCompaction {
-    #[serde(default)]
-    pub start_timestamp: Option<f64>,
-    #[serde(default)]
-    pub end_timestamp: Option<f64>,
-    /// Present (not null): the summary's text is skipped, only its
-    /// presence read.
-    #[serde(default, deserialize_with = "present")]
+    pub start_timestamp: f64,
+    pub end_timestamp: f64,
+    #[serde(deserialize_with = "present")]
     pub compacted_content: bool,
 }
 
@@ -169,9 +167,9 @@ impl fmt::Display for StoredError {
 
 impl std::error::Error for StoredError {}
 
-/// Parses one stored Event.
-pub fn parse(json: &str) -> Result<StoredEvent<'_>, StoredError> {
-    serde_json::from_str(json).map_err(|e| StoredError::Json(e.to_string()))
+/// Parses one stored Event (UTF-8 JSON).
+pub fn parse(json: &[u8]) -> Result<StoredEvent<'_>, StoredError> {
+    serde_json::from_slice(json).map_err(|e| StoredError::Json(e.to_string()))
 }
 
 /// A session read from its stored events: the views (in the order given),
@@ -186,8 +184,9 @@ pub struct StoredSession {
 }
 
 impl StoredSession {
-    /// Reads `events` (one JSON document each) in order.
-    pub fn read<S: AsRef<str>>(events: &[S]) -> Result<StoredSession, (usize, StoredError)> {
+    /// Reads `events` (one JSON document each) in order; the first event
+    /// that cannot be read fails the session, with its position.
+    pub fn read<S: AsRef<[u8]>>(events: &[S]) -> Result<StoredSession, (usize, StoredError)> {
         let mut s = StoredSession {
             views: Vec::with_capacity(events.len()),
             ..StoredSession::default()
@@ -238,11 +237,17 @@ impl StoredSession {
         if let Some(actions) = &e.actions {
             view.rewind_before =
                 self.optional(actions.rewind_before_invocation_id.as_deref(), empty)?;
-            view.compaction = actions.compaction.as_ref().map(|c| CompactionView {
-                start: c.start_timestamp,
-                end: c.end_timestamp,
-                has_content: c.compacted_content,
-            });
+            view.compaction = match &actions.compaction {
+                None => None,
+                Some(c) if !c.compacted_content => {
+                    return Err(StoredError::Json("a compaction without content".into()))
+                }
+                Some(c) => Some(CompactionView {
+                    start: Some(c.start_timestamp),
+                    end: Some(c.end_timestamp),
+                    has_content: true,
+                }),
+            };
             let start = self.ids.len() as u32;
             for keys in [
                 &actions.requested_tool_confirmations,
@@ -357,13 +362,20 @@ mod tests {
     }
 
     #[test]
-    fn a_compaction_without_content_and_bad_rows_are_told_apart() {
-        let ok = [
-            r#"{"timestamp":1.0,"actions":{"compaction":{"start_timestamp":0.0,"compacted_content":null}}}"#,
-        ];
-        let s = StoredSession::read(&ok).unwrap();
-        let c = s.views[0].compaction.unwrap();
-        assert_eq!((c.start, c.end, c.has_content), (Some(0.0), None, false));
+    fn a_compaction_without_its_fields_and_bad_rows_are_told_apart() {
+        for bad in [
+            r#"{"timestamp":1.0,"actions":{"compaction":{"start_timestamp":0.0,"end_timestamp":1.0,"compacted_content":null}}}"#,
+            r#"{"timestamp":1.0,"actions":{"compaction":{"start_timestamp":0.0,"compacted_content":{"parts":[]}}}}"#,
+            r#"{"timestamp":1.0,"actions":{"compaction":{"start_timestamp":null,"end_timestamp":1.0,"compacted_content":{}}}}"#,
+        ] {
+            assert!(
+                matches!(
+                    StoredSession::read(&[bad]).err().unwrap(),
+                    (0, StoredError::Json(_))
+                ),
+                "{bad}"
+            );
+        }
         let no_time = [r#"{"id":"x"}"#];
         assert_eq!(
             StoredSession::read(&no_time).err().unwrap(),

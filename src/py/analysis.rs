@@ -4,10 +4,10 @@ use super::extract::{Extractor, Need};
 use crate::core::analysis::{self, Analysis};
 use crate::core::filter::Item;
 use crate::core::window::SlidingWindow;
-use crate::core::{guarded, EventView, Sym};
+use crate::core::{guarded, stored, EventView, Sym};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
 /// Every field any decision reads.
 const ALL: Need = Need {
@@ -35,20 +35,7 @@ pub fn analyze_sessions<'py>(
     overlap_size: i64,
     parallel: bool,
 ) -> PyResult<Bound<'py, PyList>> {
-    let cfg = match compaction_interval {
-        None => None,
-        Some(interval) => {
-            let (Ok(interval @ 1..), Ok(overlap)) =
-                (usize::try_from(interval), usize::try_from(overlap_size))
-            else {
-                return Err(PyValueError::new_err(format!(
-                    "compaction_interval must be >= 1 and overlap_size >= 0, \
-                     not {interval} and {overlap_size}"
-                )));
-            };
-            Some(SlidingWindow { interval, overlap })
-        }
-    };
+    let cfg = window_config(compaction_interval, overlap_size)?;
     let mut read: Vec<Read> = Vec::new();
     for item in sessions.iter() {
         read.push(extract(&item)?);
@@ -80,6 +67,75 @@ pub fn analyze_sessions<'py>(
     Ok(out)
 }
 
+/// [`analyze_sessions`] over sessions as stores keep them: each a list of
+/// its events' JSON documents (`str` or `bytes`, what
+/// `Event.model_dump_json(exclude_none=True)` writes), parsed in Rust
+/// (`core::stored`) with the interpreter released, in parallel across
+/// sessions unless `parallel` is false. A session with an event that cannot
+/// be read gets `{"declined": "event N: why"}`.
+#[pyfunction]
+#[pyo3(signature = (sessions, compaction_interval = None, overlap_size = 0, parallel = true))]
+pub fn analyze_stored<'py>(
+    py: Python<'py>,
+    sessions: &Bound<'py, PyList>,
+    compaction_interval: Option<i64>,
+    overlap_size: i64,
+    parallel: bool,
+) -> PyResult<Bound<'py, PyList>> {
+    let cfg = window_config(compaction_interval, overlap_size)?;
+    let held: Vec<Vec<Bound<'py, PyAny>>> = sessions
+        .iter()
+        .map(|s| s.try_iter()?.collect::<PyResult<Vec<_>>>())
+        .collect::<PyResult<_>>()?;
+    let docs: Vec<Vec<&[u8]>> = held
+        .iter()
+        .map(|events| events.iter().map(json_bytes).collect::<PyResult<_>>())
+        .collect::<PyResult<_>>()?;
+    let results = py
+        .detach(|| {
+            guarded(|| {
+                let one = |events: &Vec<&[u8]>| -> Result<Analysis, String> {
+                    let s = stored::StoredSession::read(events)
+                        .map_err(|(i, e)| format!("event {i}: {e}"))?;
+                    Ok(analysis::analyze(&s.views, &s.ids, cfg))
+                };
+                Ok(if parallel {
+                    use rayon::prelude::*;
+                    docs.par_iter().map(one).collect::<Vec<_>>()
+                } else {
+                    docs.iter().map(one).collect::<Vec<_>>()
+                })
+            })
+        })
+        .map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(e.to_string()))?;
+    let out = PyList::empty(py);
+    for r in results {
+        match r {
+            Ok(a) => out.append(to_python(py, &a)?)?,
+            Err(reason) => {
+                let d = PyDict::new(py);
+                d.set_item("declined", reason)?;
+                out.append(d)?;
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The bytes of a stored event's JSON: a `str` (its UTF-8) or `bytes`.
+fn json_bytes<'a>(item: &'a Bound<'_, PyAny>) -> PyResult<&'a [u8]> {
+    if let Ok(s) = item.cast::<PyString>() {
+        return Ok(s.to_str()?.as_bytes());
+    }
+    if let Ok(b) = item.cast::<PyBytes>() {
+        return Ok(b.as_bytes());
+    }
+    Err(pyo3::exceptions::PyTypeError::new_err(format!(
+        "a stored event is JSON as str or bytes, not {}",
+        item.get_type().name()?
+    )))
+}
+
 /// One session's views and id arena, or why it cannot be read exactly.
 type Read = Result<(Vec<EventView>, Vec<Sym>), &'static str>;
 
@@ -95,6 +151,22 @@ fn extract(item: &Bound<'_, PyAny>) -> PyResult<Read> {
         Err(super::error::Outcome::Decline(reason)) => Ok(Err(reason)),
         Err(super::error::Outcome::Error(err)) => Err(err),
     }
+}
+
+/// The sliding window asked for, checked.
+fn window_config(interval: Option<i64>, overlap_size: i64) -> PyResult<Option<SlidingWindow>> {
+    let Some(interval) = interval else {
+        return Ok(None);
+    };
+    let (Ok(interval @ 1..), Ok(overlap)) =
+        (usize::try_from(interval), usize::try_from(overlap_size))
+    else {
+        return Err(PyValueError::new_err(format!(
+            "compaction_interval must be >= 1 and overlap_size >= 0, \
+             not {interval} and {overlap_size}"
+        )));
+    };
+    Ok(Some(SlidingWindow { interval, overlap }))
 }
 
 fn to_python<'py>(py: Python<'py>, a: &Analysis) -> PyResult<Bound<'py, PyDict>> {

@@ -30,6 +30,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(error::decline_counts, m)?)?;
     m.add_function(wrap_pyfunction!(error::decline_totals, m)?)?;
     m.add_function(wrap_pyfunction!(analysis::analyze_sessions, m)?)?;
+    m.add_function(wrap_pyfunction!(analysis::analyze_stored, m)?)?;
     m.add_function(wrap_pyfunction!(exact::coverage_record, m)?)?;
     m.add_function(wrap_pyfunction!(exact::new_coverage_record, m)?)?;
     m.add_function(wrap_pyfunction!(coverage::exact_prompt, m)?)?;
