@@ -72,3 +72,52 @@ def test_bytes_and_str_read_alike_and_bad_rows_are_declined_by_position() -> Non
     assert results[3] == as_str
     with pytest.raises(TypeError, match="str or bytes"):
         _native.analyze_stored([[1.5]])
+
+
+def test_the_audit_agrees_with_google_adks_prompt_on_what_it_hides() -> None:
+    # Whatever the audit calls hidden is absent from the prompt google-adk
+    # builds; whatever it calls duplicated is in it, raw.
+    stored = [_stored(events) for events in SESSIONS]
+    audits = _native.audit_stored(stored, "stored", 3, 1, None, 4)
+    analyses = _native.analyze_stored(stored, 3, 1)
+    checked = 0
+    for rows, audit, analysis in zip(stored, audits, analyses, strict=True):
+        if "declined" in audit or "prompt" not in analysis or "prompt_error" in audit:
+            continue
+        raw = {x for x in analysis["prompt"] if isinstance(x, int)}
+        assert audit["events"] == len(rows)
+        assert all(h["position"] not in raw for h in audit["hidden"])
+        assert all(d["position"] in raw for d in audit["duplicated"])
+        assert audit["prompt_size"] == len(analysis["prompt"])
+        checked += 1
+    assert checked > len(SESSIONS) // 2
+
+
+def test_a_google_adk_written_session_replays_and_hides_nothing() -> None:
+    events = _sessions.build_due_session(2000, 0)
+    rows = _stored(events)
+    (audit,) = _native.audit_stored([rows], "stored", 3, 1)
+    assert audit["compactions"] and all(c["replayed"] for c in audit["compactions"])
+    assert {c["trigger"] for c in audit["compactions"]} == {"sliding_window"}
+    assert audit["hidden"] == [] and audit["duplicated"] == []
+    # A reply re-stamped into a summarized stretch and stored after its
+    # summary: google-adk hides it, nobody summarized it.
+    late = events[-1].model_copy(deep=True)
+    first = audit["compactions"][0]
+    late.id = "late"
+    late.timestamp = events[first["handed"][0]].timestamp
+    (again,) = _native.audit_stored([[*rows, _stored([late])[0]]], "stored", 3, 1)
+    assert [h["position"] for h in again["hidden"]] == [len(rows)]
+    assert again["hidden"][0]["cause"] == "tied_timestamp"
+
+
+def test_audit_arguments_are_checked() -> None:
+    rows = _stored(SESSIONS[-1])
+    with pytest.raises(ValueError, match="order"):
+        _native.audit_stored([rows], "random")
+    with pytest.raises(ValueError, match="compaction_interval"):
+        _native.audit_stored([rows], "stored", 0)
+    with pytest.raises(ValueError, match="event_retention_size"):
+        _native.audit_stored([rows], "stored", None, 0, None, -1)
+    (bad,) = _native.audit_stored([[*rows[:3], "{"]])
+    assert bad["declined"].startswith("event 3:")

@@ -21,6 +21,7 @@ __all__ = [
     "analyze_sessions",
     "analyze_stored",
     "apply_rewinds",
+    "audit_stored",
     "content_size",
     "coverage_record",
     "decline_counts",
@@ -373,6 +374,41 @@ def apply_rewinds(events: object) -> list[Event] | None:
 
     Returns:
       The surviving events, or None to decline.
+    """
+
+def audit_stored(
+    sessions: list[list[str | bytes]],
+    order: str = "stored",
+    compaction_interval: int | None = None,
+    overlap_size: int = 0,
+    token_threshold: int | None = None,
+    event_retention_size: int | None = None,
+    parallel: bool = True,
+) -> list[dict[str, Any]]:
+    """Audits stored sessions for events interval coverage hid or showed twice.
+
+    Args:
+      sessions: Per session its events' JSON documents, in storage order.
+      order: How the store loads a session: "stored" (as given) or
+        "timestamp" (by timestamp, ties in storage order).
+      compaction_interval: The sliding window replayed (None: not replayed).
+      overlap_size: Its overlap.
+      token_threshold: Checked (>= 1); the replay does not need it.
+      event_retention_size: Tail retention replayed (None: not replayed).
+      parallel: Sessions on rayon's pool; serially otherwise.
+
+    Returns:
+      Per session `{"declined": "event N: why"}`, or a dict of `events`,
+      `compactions` (each `position`, `trigger`, `replayed`, `handed`,
+      `seeds`, `selected_over`, `record` and, for a malformed record,
+      `record_error`), `hidden` (each `position`, `cause`, `compaction`),
+      `duplicated` (each `position`, `compaction`), `prompt_size` and, where
+      the prompt cannot be built, `prompt_error`. Positions index the
+      session's list.
+
+    Raises:
+      TypeError: An event that is neither `str` nor `bytes`.
+      ValueError: A setting out of range or an unknown `order`.
     """
 
 def get_compaction_ranges(events: object) -> list[tuple[int, float, float]] | None:

@@ -3,6 +3,7 @@
 //! indices these functions return back to the caller's objects.
 
 pub mod analysis;
+pub mod audit;
 pub mod coverage;
 pub mod error;
 pub mod event;

@@ -47,6 +47,16 @@ pub struct StoredEvent<'a> {
     pub usage_metadata: Option<StoredUsage>,
     #[serde(borrow, default)]
     pub actions: Option<StoredActions<'a>>,
+    #[serde(default)]
+    pub custom_metadata: Option<StoredMetadata>,
+}
+
+/// `custom_metadata`: only exact mode's coverage record is read (its key is
+/// [`super::exact::METADATA_KEY`]).
+#[derive(Debug, Default, Deserialize)]
+pub struct StoredMetadata {
+    #[serde(rename = "adk_fastcompact", default)]
+    pub record: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -173,7 +183,9 @@ pub fn parse(json: &[u8]) -> Result<StoredEvent<'_>, StoredError> {
 }
 
 /// A session read from its stored events: the views (in the order given),
-/// their id arena, the interned texts, and each event's id.
+/// their id arena, the interned texts, each event's id, whether it carries
+/// parts a prompt would show, and each compaction event's exact-mode
+/// record as stored (unvalidated).
 #[derive(Default)]
 pub struct StoredSession {
     pub views: Vec<EventView>,
@@ -181,6 +193,11 @@ pub struct StoredSession {
     pub texts: Texts,
     /// Each event's `id` (`None` where it has none).
     pub event_ids: Vec<Option<String>>,
+    /// Each event: `content.parts` holds at least one part.
+    pub has_parts: Vec<bool>,
+    /// `(position, record)` of each event whose `custom_metadata` holds an
+    /// exact-mode record.
+    pub records: Vec<(usize, serde_json::Value)>,
 }
 
 impl StoredSession {
@@ -304,6 +321,10 @@ impl StoredSession {
         }
         self.views.push(view);
         self.event_ids.push(e.id.as_deref().map(str::to_owned));
+        self.has_parts.push(!parts.is_empty());
+        if let Some(record) = e.custom_metadata.as_ref().and_then(|m| m.record.clone()) {
+            self.records.push((i, record));
+        }
         Ok(())
     }
 
@@ -359,6 +380,16 @@ mod tests {
         );
         assert!(v[3].rewind_before.is_some());
         assert_eq!(s.event_ids[3].as_deref(), Some("e4"));
+        assert_eq!(s.has_parts, [true, true, true, false]);
+        assert!(s.records.is_empty());
+    }
+
+    #[test]
+    fn the_exact_record_is_read_under_its_key() {
+        assert_eq!(super::super::exact::METADATA_KEY, "adk_fastcompact");
+        let events = [r#"{"timestamp":1.0,"custom_metadata":{"app":1,"adk_fastcompact":{"v":1}}}"#];
+        let s = StoredSession::read(&events).unwrap();
+        assert_eq!(s.records, [(0, serde_json::json!({"v": 1}))]);
     }
 
     #[test]

@@ -123,7 +123,7 @@ pub fn analyze_stored<'py>(
 }
 
 /// The bytes of a stored event's JSON: a `str` (its UTF-8) or `bytes`.
-fn json_bytes<'a>(item: &'a Bound<'_, PyAny>) -> PyResult<&'a [u8]> {
+pub fn json_bytes<'a>(item: &'a Bound<'_, PyAny>) -> PyResult<&'a [u8]> {
     if let Ok(s) = item.cast::<PyString>() {
         return Ok(s.to_str()?.as_bytes());
     }

@@ -2,6 +2,7 @@
 //! core results back into the caller's objects. One file per core module.
 
 mod analysis;
+mod audit;
 mod classes;
 mod coverage;
 mod error;
@@ -31,6 +32,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(error::decline_totals, m)?)?;
     m.add_function(wrap_pyfunction!(analysis::analyze_sessions, m)?)?;
     m.add_function(wrap_pyfunction!(analysis::analyze_stored, m)?)?;
+    m.add_function(wrap_pyfunction!(audit::audit_stored, m)?)?;
     m.add_function(wrap_pyfunction!(exact::coverage_record, m)?)?;
     m.add_function(wrap_pyfunction!(exact::new_coverage_record, m)?)?;
     m.add_function(wrap_pyfunction!(coverage::exact_prompt, m)?)?;

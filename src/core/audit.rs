@@ -1,0 +1,735 @@
+//! The audit of a stored session: which events interval coverage hid from
+//! every prompt without any summary standing for them, which it shows twice.
+//!
+//! google-adk records a compaction as an interval and hides every raw event
+//! stamped inside it; what the summary was actually handed is not stored.
+//! The audit learns it by replaying google-adk's window selection (the
+//! parity engine: [`window::sliding_window`], [`window::token_threshold_selection`])
+//! over the events stored before each compaction, loaded the way the store
+//! loads them, and keeping the selection whose first and last timestamps
+//! are the compaction's interval (google-adk's summarizer writes exactly
+//! those). Where the store's last events before the compaction do not
+//! reproduce it, shorter prefixes are tried: events stored after the
+//! selection and before the compaction were appended while the summarizer
+//! ran. A compaction written in exact mode says what it stands for itself
+//! (its interval minus its holes, events stored before it).
+//!
+//! Then the prompt the session yields now (google-adk's
+//! `_process_compaction_events` over the live events, or exact mode's
+//! prompt where exact-mode records are stored) is compared with what the
+//! surviving summaries stand for:
+//! - **hidden**: a live event with parts, absent from the prompt and from
+//!   every surviving summary's input;
+//! - **duplicated**: an event raw in the prompt and inside a surviving
+//!   summary's input.
+
+use super::coverage::{self, Coverage};
+use super::event::{EventView, Sym};
+use super::exact::{Extent, Hole, Record};
+use super::filter::{self, Item};
+use super::rewind;
+use super::window::{self, SlidingWindow};
+
+/// How a store loads a session's events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Order {
+    /// As stored (the in-memory service, a `Session` export).
+    Stored,
+    /// By timestamp, ties in storage order (`SqliteSessionService`,
+    /// `DatabaseSessionService`).
+    Timestamp,
+}
+
+/// The compaction settings the replay assumes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Settings {
+    pub sliding: Option<SlidingWindow>,
+    /// `event_retention_size` of tail retention.
+    pub retention: Option<usize>,
+}
+
+/// Which of google-adk's entry points wrote a compaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trigger {
+    SlidingWindow,
+    TokenThreshold,
+}
+
+/// What a compaction's record is.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RecordKind {
+    /// google-adk's bare interval.
+    Interval,
+    /// An exact-mode record, read.
+    Exact,
+    /// An exact-mode record that does not validate (read as an interval).
+    Malformed(String),
+}
+
+/// One stored compaction, replayed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Replayed {
+    /// Its position (storage order).
+    pub position: usize,
+    /// The entry point whose selection reproduces it (`None`: none does,
+    /// or it is an exact-mode compaction, which says what it stands for).
+    pub trigger: Option<Trigger>,
+    /// Whether what it was handed is known.
+    pub known: bool,
+    /// The raw events it was handed (positions, storage order).
+    pub handed: Vec<usize>,
+    /// The compaction events whose summaries it was handed (the rolling
+    /// seed).
+    pub seeds: Vec<usize>,
+    /// Events stored before the selection was made: a prefix shorter than
+    /// the events before the compaction when some were appended meanwhile.
+    pub selected_over: usize,
+    pub record: RecordKind,
+}
+
+/// Why an event was hidden.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cause {
+    /// Stamped like an event the summary was handed, or on its interval's
+    /// bound, and not handed itself.
+    TiedTimestamp,
+    /// Stored on the other side of a handed event than its timestamp says.
+    OutOfOrderTimestamp,
+    /// Of another isolation scope than the compaction.
+    OtherIsolationScope,
+    /// Stored after the summary's selection and before the summary.
+    AppendedWhileSummarizing,
+    /// Hidden by a compaction whose exact-mode record does not validate.
+    MalformedRecord,
+    /// None of the above (or a compaction the replay cannot reproduce).
+    Unknown,
+}
+
+impl Cause {
+    pub fn name(self) -> &'static str {
+        match self {
+            Cause::TiedTimestamp => "tied_timestamp",
+            Cause::OutOfOrderTimestamp => "out_of_order_timestamp",
+            Cause::OtherIsolationScope => "other_isolation_scope",
+            Cause::AppendedWhileSummarizing => "appended_while_summarizing",
+            Cause::MalformedRecord => "malformed_record",
+            Cause::Unknown => "unknown",
+        }
+    }
+}
+
+/// A hidden event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hidden {
+    pub position: usize,
+    pub cause: Cause,
+    /// The compaction whose interval hides it.
+    pub compaction: Option<usize>,
+}
+
+/// An event shown raw and inside a summary's input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Duplicated {
+    pub position: usize,
+    pub compaction: usize,
+}
+
+/// The audit of one session.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Audit {
+    pub compactions: Vec<Replayed>,
+    pub hidden: Vec<Hidden>,
+    pub duplicated: Vec<Duplicated>,
+    /// Items of the prompt the session yields now.
+    pub prompt_size: usize,
+    /// The prompt could not be built (google-adk's own sort would fail).
+    pub prompt_error: Option<String>,
+}
+
+/// How far before a compaction the replay looks for the prefix its
+/// selection was made over.
+const MAX_LOOKBACK: usize = 64;
+
+/// The session as a store loads the first `n` stored events: positions in
+/// loading order.
+fn loaded(events: &[EventView], n: usize, order: Order) -> Vec<usize> {
+    let mut at: Vec<usize> = (0..n).collect();
+    if order == Order::Timestamp {
+        at.sort_by(|&a, &b| events[a].timestamp.total_cmp(&events[b].timestamp));
+    }
+    at
+}
+
+/// The views at `at`, in that order.
+fn views_at(events: &[EventView], at: &[usize]) -> Vec<EventView> {
+    at.iter().map(|&i| events[i]).collect()
+}
+
+/// What google-adk would hand a summarizer over the first `n` stored
+/// events, by each configured entry point whose selection's interval is
+/// `(start, end)` in `scope`: `(trigger, handed, seed)`, storage positions.
+fn replay_at(
+    events: &[EventView],
+    ids: &[Sym],
+    n: usize,
+    order: Order,
+    settings: Settings,
+    bounds: (f64, f64),
+    scope: Option<Sym>,
+) -> Option<(Trigger, Vec<usize>, Option<usize>)> {
+    let at = loaded(events, n, order);
+    let views = views_at(events, &at);
+    let live = rewind::apply_rewinds(&views);
+    let back = |v: &[usize]| -> Vec<usize> { v.iter().map(|&i| at[i]).collect() };
+    if let (Some(cfg), None) = (settings.sliding, scope) {
+        let unscoped: Vec<usize> = live
+            .iter()
+            .copied()
+            .filter(|&i| views[i].scope.is_none())
+            .collect();
+        let handed = window::sliding_window(&views, ids, &unscoped, cfg);
+        if let (Some(&first), Some(&last)) = (handed.first(), handed.last()) {
+            if (views[first].timestamp, views[last].timestamp) == bounds {
+                return Some((Trigger::SlidingWindow, back(&handed), None));
+            }
+        }
+    }
+    if let Some(retention) = settings.retention {
+        let scoped: Vec<usize> = live
+            .iter()
+            .copied()
+            .filter(|&i| views[i].scope == scope)
+            .collect();
+        let s = window::token_threshold_selection(&views, ids, &scoped, retention);
+        if let (Some(&first), Some(&last)) = (s.to_compact.first(), s.to_compact.last()) {
+            let start = match s.seed_from.and_then(|k| views[k].compaction) {
+                Some(c) if c.has_content && c.start.is_some() => c.start,
+                _ => Some(views[first].timestamp),
+            };
+            let seed = s.seed_from.filter(|&k| {
+                views[k]
+                    .compaction
+                    .is_some_and(|c| c.has_content && c.start.is_some())
+            });
+            if (start, Some(views[last].timestamp)) == (Some(bounds.0), Some(bounds.1)) {
+                return Some((
+                    Trigger::TokenThreshold,
+                    back(&s.to_compact),
+                    seed.map(|k| at[k]),
+                ));
+            }
+        }
+    }
+    None
+}
+
+/// The exact-mode record of each compaction event (`records`: position
+/// and stored JSON), validated against its bounds.
+fn read_records(
+    events: &[EventView],
+    records: &[(usize, serde_json::Value)],
+) -> Vec<Option<Result<Record, String>>> {
+    let mut out = vec![None; events.len()];
+    for (pos, json) in records {
+        let Some(bounds) = events
+            .get(*pos)
+            .and_then(|e| e.compaction)
+            .and_then(|c| c.bounds())
+        else {
+            continue;
+        };
+        out[*pos] = Some(Record::from_value(json.clone(), bounds).map_err(|e| e.to_string()));
+    }
+    out
+}
+
+/// Audits one session: `events` in storage order with their id arena,
+/// `has_parts` per event, the exact-mode records stored, `intern` the
+/// symbol of an invocation id (for a record's holes; `None` where no event
+/// has it, so no hole can name one).
+pub fn audit(
+    events: &[EventView],
+    ids: &[Sym],
+    has_parts: &[bool],
+    records: &[(usize, serde_json::Value)],
+    mut intern: impl FnMut(&str) -> Option<Sym>,
+    order: Order,
+    settings: Settings,
+) -> Audit {
+    let n = events.len();
+    let parsed = read_records(events, records);
+    let exact_session = parsed.iter().any(|r| matches!(r, Some(Ok(_))));
+    // Each compaction, in storage order: what it stands for.
+    let mut compactions: Vec<Replayed> = Vec::new();
+    let mut index_of = vec![usize::MAX; n];
+    for (k, e) in events.iter().enumerate() {
+        let Some((start, end)) = e.compaction.and_then(|c| c.bounds()) else {
+            continue;
+        };
+        let record = match &parsed[k] {
+            None => RecordKind::Interval,
+            Some(Ok(_)) => RecordKind::Exact,
+            Some(Err(why)) => RecordKind::Malformed(why.clone()),
+        };
+        let mut r = Replayed {
+            position: k,
+            trigger: None,
+            known: false,
+            handed: Vec::new(),
+            seeds: Vec::new(),
+            selected_over: k,
+            record,
+        };
+        if let Some(Ok(record)) = &parsed[k] {
+            // It says what it stands for: its interval minus its holes,
+            // events stored before it.
+            let holes: Vec<Hole> = record
+                .holes
+                .iter()
+                .map(|key| Hole {
+                    micros: key.micros,
+                    invocation: if key.invocation.is_empty() {
+                        None
+                    } else {
+                        intern(&key.invocation)
+                    },
+                })
+                .collect();
+            let x = Extent::new(k, record.start, record.end, holes);
+            for (p, v) in events[..k].iter().enumerate() {
+                match v.compaction.and_then(|c| c.bounds()) {
+                    // A summary within its interval: rolled into it.
+                    Some((s, e)) if x.start <= s && e <= x.end => r.seeds.push(p),
+                    Some(_) => {}
+                    None if x.covers(p, v) => r.handed.push(p),
+                    None => {}
+                }
+            }
+            r.known = true;
+        } else {
+            let lowest = k.saturating_sub(MAX_LOOKBACK);
+            for p in (lowest..=k).rev() {
+                if let Some((trigger, handed, seed)) =
+                    replay_at(events, ids, p, order, settings, (start, end), e.scope)
+                {
+                    r.trigger = Some(trigger);
+                    r.handed = handed;
+                    r.seeds = seed.into_iter().collect();
+                    r.selected_over = p;
+                    r.known = true;
+                    break;
+                }
+            }
+        }
+        index_of[k] = compactions.len();
+        compactions.push(r);
+    }
+    // What each compaction stands for: its handed events and, through its
+    // seeds, theirs (storage order: seeds come first).
+    let mut input: Vec<Vec<bool>> = Vec::with_capacity(compactions.len());
+    for r in &compactions {
+        let mut mine = vec![false; n];
+        for &h in &r.handed {
+            mine[h] = true;
+        }
+        for &s in &r.seeds {
+            if let Some(theirs) = input.get(index_of[s]) {
+                for (m, &t) in mine.iter_mut().zip(theirs) {
+                    *m |= t;
+                }
+            }
+        }
+        input.push(mine);
+    }
+    // The prompt the session yields now.
+    let at = loaded(events, n, order);
+    let views = views_at(events, &at);
+    let live = rewind::apply_rewinds(&views);
+    let live_views = views_at(&views, &live);
+    let items: Result<Vec<Item>, String> = if exact_session {
+        let extents: Vec<Extent> = live
+            .iter()
+            .enumerate()
+            .filter_map(|(q, &i)| {
+                let k = at[i];
+                let (start, end) = events[k].compaction.and_then(|c| c.bounds())?;
+                Some(match &parsed[k] {
+                    Some(Ok(record)) => Extent::new(
+                        q,
+                        record.start,
+                        record.end,
+                        record
+                            .holes
+                            .iter()
+                            .map(|key| Hole {
+                                micros: key.micros,
+                                invocation: if key.invocation.is_empty() {
+                                    None
+                                } else {
+                                    intern(&key.invocation)
+                                },
+                            })
+                            .collect(),
+                    ),
+                    _ => Extent::new(q, start, end, Vec::new()),
+                })
+            })
+            .collect();
+        let cov = Coverage::new(&live_views, extents);
+        Ok(coverage::prompt(&live_views, &cov))
+    } else {
+        filter::process_compaction_events(&live_views).map_err(|e| e.to_string())
+    };
+    let to_stored = |q: usize| at[live[q]];
+    let (items, prompt_error) = match items {
+        Ok(items) => (items, None),
+        Err(e) => (Vec::new(), Some(e)),
+    };
+    let mut raw_in_prompt = vec![false; n];
+    let mut surviving: Vec<usize> = Vec::new();
+    for item in &items {
+        match *item {
+            Item::Raw(q) => raw_in_prompt[to_stored(q)] = true,
+            Item::Summary(q) => surviving.push(to_stored(q)),
+        }
+    }
+    let mut summarized: Vec<Option<usize>> = vec![None; n];
+    for &s in &surviving {
+        if let Some(mine) = input.get(index_of[s]) {
+            for (p, &m) in mine.iter().enumerate() {
+                if m && summarized[p].is_none() {
+                    summarized[p] = Some(s);
+                }
+            }
+        }
+    }
+    let mut hidden = Vec::new();
+    let mut duplicated = Vec::new();
+    if prompt_error.is_none() {
+        for &i in &live {
+            let p = at[i];
+            if events[p].compaction.is_some() || !has_parts[p] {
+                continue;
+            }
+            match (raw_in_prompt[p], summarized[p]) {
+                (true, Some(s)) => duplicated.push(Duplicated {
+                    position: p,
+                    compaction: s,
+                }),
+                (false, None) => {
+                    let (cause, by) = cause_of(events, &compactions, &surviving, &index_of, p);
+                    hidden.push(Hidden {
+                        position: p,
+                        cause,
+                        compaction: by,
+                    });
+                }
+                _ => {}
+            }
+        }
+    }
+    Audit {
+        compactions,
+        hidden,
+        duplicated,
+        prompt_size: items.len(),
+        prompt_error,
+    }
+}
+
+/// Why the event at `p` is hidden, and by which surviving compaction.
+fn cause_of(
+    events: &[EventView],
+    compactions: &[Replayed],
+    surviving: &[usize],
+    index_of: &[usize],
+    p: usize,
+) -> (Cause, Option<usize>) {
+    let t = events[p].timestamp;
+    // The surviving compaction whose interval holds it, stored after it
+    // (a google-adk reader hides it whenever stored).
+    let by = surviving.iter().copied().find(|&c| {
+        events[c]
+            .compaction
+            .and_then(|x| x.bounds())
+            .is_some_and(|(s, e)| s <= t && t <= e)
+    });
+    let Some(c) = by else {
+        return (Cause::Unknown, None);
+    };
+    let r = &compactions[index_of[c]];
+    if matches!(r.record, RecordKind::Malformed(_)) {
+        return (Cause::MalformedRecord, Some(c));
+    }
+    if !r.known {
+        return (Cause::Unknown, Some(c));
+    }
+    if events[p].scope != events[c].scope {
+        return (Cause::OtherIsolationScope, Some(c));
+    }
+    if r.selected_over <= p && p < c {
+        return (Cause::AppendedWhileSummarizing, Some(c));
+    }
+    let (start, end) = events[c]
+        .compaction
+        .and_then(|x| x.bounds())
+        .unwrap_or((f64::NAN, f64::NAN));
+    if t == start || t == end || r.handed.iter().any(|&h| events[h].timestamp == t) {
+        return (Cause::TiedTimestamp, Some(c));
+    }
+    let disordered = r.handed.iter().any(|&h| {
+        let th = events[h].timestamp;
+        (h > p && th < t) || (h < p && th > t)
+    });
+    if disordered {
+        return (Cause::OutOfOrderTimestamp, Some(c));
+    }
+    (Cause::Unknown, Some(c))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::CompactionView;
+
+    fn raw(t: f64, inv: Sym) -> EventView {
+        EventView {
+            timestamp: t,
+            invocation: Some(inv),
+            ..EventView::default()
+        }
+    }
+
+    fn compaction(t: f64, start: f64, end: f64) -> EventView {
+        EventView {
+            timestamp: t,
+            invocation: Some(99),
+            compaction: Some(CompactionView {
+                start: Some(start),
+                end: Some(end),
+                has_content: true,
+            }),
+            ..EventView::default()
+        }
+    }
+
+    fn sliding(interval: usize, overlap: usize) -> Settings {
+        Settings {
+            sliding: Some(SlidingWindow { interval, overlap }),
+            retention: None,
+        }
+    }
+
+    fn run(events: &[EventView], order: Order, settings: Settings) -> Audit {
+        audit(
+            events,
+            &[],
+            &vec![true; events.len()],
+            &[],
+            |_| None,
+            order,
+            settings,
+        )
+    }
+
+    #[test]
+    fn an_ordinary_sliding_window_session_has_nothing_hidden() {
+        // Two invocations of two events, summarized after the second.
+        let events = [
+            raw(1.0, 1),
+            raw(1.1, 1),
+            raw(2.0, 2),
+            raw(2.1, 2),
+            compaction(2.2, 1.0, 2.1),
+            raw(3.0, 3),
+        ];
+        let a = run(&events, Order::Stored, sliding(2, 0));
+        assert_eq!(a.compactions.len(), 1);
+        assert_eq!(a.compactions[0].trigger, Some(Trigger::SlidingWindow));
+        assert_eq!(a.compactions[0].handed, vec![0, 1, 2, 3]);
+        assert!(a.hidden.is_empty() && a.duplicated.is_empty());
+        assert_eq!(a.prompt_size, 2); // the summary and the last event
+    }
+
+    #[test]
+    fn an_event_appended_while_summarizing_inside_the_interval_is_hidden() {
+        // Event 4 (another invocation, stamped 1.5) is stored after the
+        // selection over events 0-3 and before the compaction.
+        let events = [
+            raw(1.0, 1),
+            raw(1.1, 1),
+            raw(2.0, 2),
+            raw(2.1, 2),
+            raw(1.5, 7),
+            compaction(2.2, 1.0, 2.1),
+        ];
+        let a = run(&events, Order::Stored, sliding(2, 0));
+        assert_eq!(a.compactions[0].selected_over, 4);
+        assert_eq!(
+            a.hidden,
+            vec![Hidden {
+                position: 4,
+                cause: Cause::AppendedWhileSummarizing,
+                compaction: Some(5)
+            }]
+        );
+    }
+
+    #[test]
+    fn a_next_question_stamped_on_the_interval_end_is_hidden_as_tied() {
+        // Event 5 (the next invocation) is stamped in the tick the summary
+        // ends on and stored after it: google-adk's interval hides it.
+        let events = [
+            raw(1.0, 1),
+            raw(1.1, 1),
+            raw(2.0, 2),
+            raw(2.1, 2),
+            compaction(2.2, 1.0, 2.1),
+            raw(2.1, 3),
+        ];
+        let a = run(&events, Order::Stored, sliding(2, 0));
+        assert_eq!(
+            a.hidden,
+            vec![Hidden {
+                position: 5,
+                cause: Cause::TiedTimestamp,
+                compaction: Some(4)
+            }]
+        );
+        // An event stored out of stamp order around a handed one.
+        let events = [
+            raw(1.0, 1),
+            raw(1.6, 1),
+            raw(2.0, 2),
+            raw(2.1, 2),
+            compaction(2.2, 1.0, 2.1),
+            raw(1.5, 3),
+        ];
+        let a = run(&events, Order::Stored, sliding(2, 0));
+        assert_eq!(a.hidden.len(), 1);
+        assert_eq!(a.hidden[0].cause, Cause::OutOfOrderTimestamp);
+    }
+
+    #[test]
+    fn an_unreplayable_compaction_hides_with_an_unknown_cause() {
+        let events = [
+            raw(1.0, 1),
+            raw(2.0, 2),
+            compaction(3.0, 0.5, 2.5),
+            raw(4.0, 3),
+        ];
+        let a = run(&events, Order::Stored, Settings::default());
+        assert!(!a.compactions[0].known);
+        assert_eq!(a.hidden.len(), 2);
+        assert!(a
+            .hidden
+            .iter()
+            .all(|h| h.cause == Cause::Unknown && h.compaction == Some(2)));
+    }
+
+    #[test]
+    fn the_store_order_decides_the_replay() {
+        // Stored out of timestamp order: loaded by timestamp the same
+        // selection is made over the sorted events.
+        let events = [
+            raw(1.0, 1),
+            raw(2.0, 2),
+            raw(1.1, 1),
+            raw(2.1, 2),
+            compaction(2.2, 1.0, 2.1),
+        ];
+        let a = run(&events, Order::Timestamp, sliding(2, 0));
+        assert!(a.compactions[0].known);
+        let mut handed = a.compactions[0].handed.clone();
+        handed.sort_unstable();
+        assert_eq!(handed, vec![0, 1, 2, 3]);
+        assert!(a.hidden.is_empty());
+    }
+
+    #[test]
+    fn a_rolling_token_summary_stands_for_its_seed_s_events() {
+        let events = [
+            raw(1.0, 1),
+            raw(1.1, 1),
+            raw(2.0, 2),
+            raw(2.1, 2),
+            raw(3.0, 3),
+        ];
+        let retention = Settings {
+            sliding: None,
+            retention: Some(1),
+        };
+        // google-adk's own selection decides the first compaction's bounds.
+        let views = events.to_vec();
+        let live: Vec<usize> = (0..views.len()).collect();
+        let first = window::token_threshold_selection(&views, &[], &live, 1);
+        let (a, b) = (first.to_compact[0], *first.to_compact.last().unwrap());
+        let mut session = events.to_vec();
+        session.push(compaction(3.05, events[a].timestamp, events[b].timestamp));
+        session.push(raw(4.0, 4));
+        let live: Vec<usize> = (0..session.len()).collect();
+        let second = window::token_threshold_selection(&session, &[], &live, 1);
+        assert_eq!(second.seed_from, Some(5));
+        let last = *second.to_compact.last().unwrap();
+        session.push(compaction(
+            4.05,
+            events[a].timestamp,
+            session[last].timestamp,
+        ));
+        let got = run(&session, Order::Stored, retention);
+        assert_eq!(got.compactions.len(), 2);
+        assert!(got
+            .compactions
+            .iter()
+            .all(|c| c.trigger == Some(Trigger::TokenThreshold)));
+        assert_eq!(got.compactions[1].seeds, vec![5]);
+        assert!(got.hidden.is_empty(), "{:?}", got.hidden);
+        assert!(got.duplicated.is_empty(), "{:?}", got.duplicated);
+    }
+
+    #[test]
+    fn an_exact_record_s_holes_stay_raw_and_nothing_is_hidden() {
+        // Event 1 (another invocation) was appended inside the interval
+        // while the summary of 0 and 2 was made: a hole.
+        let events = [
+            raw(1.0, 1),
+            raw(1.5, 7),
+            raw(2.0, 1),
+            compaction(2.5, 1.0, 1.0),
+            raw(3.0, 2),
+        ];
+        let record = serde_json::json!({
+            "v": 1, "start": 1.0, "end": 2.0, "holes": [{"i": "inv-7", "t": 1_500_000}]
+        });
+        let intern = |text: &str| (text == "inv-7").then_some(7);
+        let got = audit(
+            &events,
+            &[],
+            &[true; 5],
+            &[(3, record)],
+            intern,
+            Order::Stored,
+            sliding(1, 0),
+        );
+        assert_eq!(got.compactions[0].record, RecordKind::Exact);
+        assert_eq!(got.compactions[0].handed, vec![0, 2]);
+        assert!(got.hidden.is_empty() && got.duplicated.is_empty());
+        // Read as a bare interval (the record malformed), event 1 is hidden.
+        let bad = serde_json::json!({"v": 1, "start": 1.0});
+        let got = audit(
+            &events,
+            &[],
+            &[true; 5],
+            &[(3, bad)],
+            |_| None,
+            Order::Stored,
+            Settings::default(),
+        );
+        assert!(matches!(
+            got.compactions[0].record,
+            RecordKind::Malformed(_)
+        ));
+        assert!(got.hidden.iter().all(|h| h.cause == Cause::MalformedRecord));
+        assert!(!got.hidden.is_empty());
+    }
+}

@@ -1,0 +1,177 @@
+//! Binding of `core::audit`: stored sessions audited in parallel.
+
+use crate::core::audit::{self, Audit, Order, RecordKind, Settings, Trigger};
+use crate::core::guarded;
+use crate::core::stored::StoredSession;
+use crate::core::window::SlidingWindow;
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+
+/// Audits stored sessions: each a list of its events' JSON documents (`str`
+/// or `bytes`) in storage order. `order` is how the store loads them:
+/// `"stored"` (as given) or `"timestamp"` (by timestamp, ties in storage
+/// order). The replay uses the sliding window (`compaction_interval`,
+/// `overlap_size`) and tail retention (`event_retention_size`) given;
+/// `token_threshold` is checked but the replay does not need it (what a
+/// stored compaction was handed does not depend on when it fired). Parsed
+/// and analysed with the interpreter released, sessions in parallel unless
+/// `parallel` is false. A session with an event that cannot be read gets
+/// `{"declined": "event N: why"}`.
+#[pyfunction]
+#[pyo3(signature = (
+    sessions,
+    order = "stored",
+    compaction_interval = None,
+    overlap_size = 0,
+    token_threshold = None,
+    event_retention_size = None,
+    parallel = true,
+))]
+#[allow(clippy::too_many_arguments)]
+pub fn audit_stored<'py>(
+    py: Python<'py>,
+    sessions: &Bound<'py, PyList>,
+    order: &str,
+    compaction_interval: Option<i64>,
+    overlap_size: i64,
+    token_threshold: Option<i64>,
+    event_retention_size: Option<i64>,
+    parallel: bool,
+) -> PyResult<Bound<'py, PyList>> {
+    let order = match order {
+        "stored" => Order::Stored,
+        "timestamp" => Order::Timestamp,
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "order must be 'stored' or 'timestamp', not {other:?}"
+            )))
+        }
+    };
+    let sliding = match compaction_interval {
+        None => None,
+        Some(interval) => match (usize::try_from(interval), usize::try_from(overlap_size)) {
+            (Ok(interval @ 1..), Ok(overlap)) => Some(SlidingWindow { interval, overlap }),
+            _ => {
+                return Err(PyValueError::new_err(format!(
+                    "compaction_interval must be >= 1 and overlap_size >= 0, \
+                     not {interval} and {overlap_size}"
+                )))
+            }
+        },
+    };
+    if token_threshold.is_some_and(|t| t < 1) {
+        return Err(PyValueError::new_err("token_threshold must be >= 1"));
+    }
+    let retention = match event_retention_size {
+        None => None,
+        Some(r) => Some(usize::try_from(r).map_err(|_| {
+            PyValueError::new_err(format!("event_retention_size must be >= 0, not {r}"))
+        })?),
+    };
+    let settings = Settings { sliding, retention };
+    let held: Vec<Vec<Bound<'py, PyAny>>> = sessions
+        .iter()
+        .map(|s| s.try_iter()?.collect::<PyResult<Vec<_>>>())
+        .collect::<PyResult<_>>()?;
+    let docs: Vec<Vec<&[u8]>> = held
+        .iter()
+        .map(|events| {
+            events
+                .iter()
+                .map(super::analysis::json_bytes)
+                .collect::<PyResult<_>>()
+        })
+        .collect::<PyResult<_>>()?;
+    let results = py
+        .detach(|| {
+            guarded(|| {
+                let one = |events: &Vec<&[u8]>| -> Result<(usize, Audit), String> {
+                    let s =
+                        StoredSession::read(events).map_err(|(i, e)| format!("event {i}: {e}"))?;
+                    let StoredSession {
+                        views,
+                        ids,
+                        mut texts,
+                        has_parts,
+                        records,
+                        ..
+                    } = s;
+                    let intern = |text: &str| texts.symbol(text).ok();
+                    let a =
+                        audit::audit(&views, &ids, &has_parts, &records, intern, order, settings);
+                    Ok((views.len(), a))
+                };
+                Ok(if parallel {
+                    use rayon::prelude::*;
+                    docs.par_iter().map(one).collect::<Vec<_>>()
+                } else {
+                    docs.iter().map(one).collect::<Vec<_>>()
+                })
+            })
+        })
+        .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+    let out = PyList::empty(py);
+    for r in results {
+        let d = PyDict::new(py);
+        match r {
+            Ok((n, a)) => to_python(&d, n, &a)?,
+            Err(reason) => d.set_item("declined", reason)?,
+        }
+        out.append(d)?;
+    }
+    Ok(out)
+}
+
+fn to_python(d: &Bound<'_, PyDict>, n: usize, a: &Audit) -> PyResult<()> {
+    let py = d.py();
+    d.set_item("events", n)?;
+    let compactions = PyList::empty(py);
+    for c in &a.compactions {
+        let x = PyDict::new(py);
+        x.set_item("position", c.position)?;
+        x.set_item(
+            "trigger",
+            c.trigger.map(|t| match t {
+                Trigger::SlidingWindow => "sliding_window",
+                Trigger::TokenThreshold => "token_threshold",
+            }),
+        )?;
+        x.set_item("replayed", c.known)?;
+        x.set_item("handed", PyList::new(py, &c.handed)?)?;
+        x.set_item("seeds", PyList::new(py, &c.seeds)?)?;
+        x.set_item("selected_over", c.selected_over)?;
+        match &c.record {
+            RecordKind::Interval => x.set_item("record", "interval")?,
+            RecordKind::Exact => x.set_item("record", "exact")?,
+            RecordKind::Malformed(why) => {
+                x.set_item("record", "malformed")?;
+                x.set_item("record_error", why)?;
+            }
+        }
+        compactions.append(x)?;
+    }
+    d.set_item("compactions", compactions)?;
+    let hidden = PyList::empty(py);
+    for h in &a.hidden {
+        let x = PyDict::new(py);
+        x.set_item("position", h.position)?;
+        x.set_item("cause", h.cause.name())?;
+        x.set_item("compaction", h.compaction)?;
+        hidden.append(x)?;
+    }
+    d.set_item("hidden", hidden)?;
+    let duplicated = PyList::empty(py);
+    for x in &a.duplicated {
+        let y = PyDict::new(py);
+        y.set_item("position", x.position)?;
+        y.set_item("compaction", x.compaction)?;
+        duplicated.append(y)?;
+    }
+    d.set_item("duplicated", duplicated)?;
+    d.set_item("prompt_size", a.prompt_size)?;
+    if let Some(e) = &a.prompt_error {
+        d.set_item("prompt_error", e)?;
+    }
+    Ok(())
+}
