@@ -402,9 +402,11 @@ def audit_stored(
       `compactions` (each `position`, `trigger`, `replayed`, `handed`,
       `seeds`, `selected_over`, `record` and, for a malformed record,
       `record_error`), `hidden` (each `position`, `cause`, `compaction`),
-      `duplicated` (each `position`, `compaction`), `prompt_size` and, where
-      the prompt cannot be built, `prompt_error`. Positions index the
-      session's list.
+      `duplicated` (each `position`, `compaction`), `prompt_size`, `stalled`
+      (None, or `trigger`, `backlog`, `backlog_invocations`, `prompt_then`:
+      a configured entry point is due and selects nothing) and, where the
+      prompt cannot be built, `prompt_error`. Positions index the session's
+      list.
 
     Raises:
       TypeError: An event that is neither `str` nor `bytes`.

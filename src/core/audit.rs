@@ -134,12 +134,29 @@ pub struct Duplicated {
     pub compaction: usize,
 }
 
+/// Compaction configured and due, yet google-adk's selection hands
+/// nothing: it will not fire until what blocks it (a call whose response
+/// has not come) is gone, and the prompt grows meanwhile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stalled {
+    /// The entry point that is due and cannot select.
+    pub trigger: Trigger,
+    /// Raw events after the last summary that it would compact.
+    pub backlog: usize,
+    /// Their invocations.
+    pub backlog_invocations: usize,
+    /// Items of the prompt right after the last compaction (the trend's
+    /// start; `None` without a compaction).
+    pub prompt_then: Option<usize>,
+}
+
 /// The audit of one session.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Audit {
     pub compactions: Vec<Replayed>,
     pub hidden: Vec<Hidden>,
     pub duplicated: Vec<Duplicated>,
+    pub stalled: Option<Stalled>,
     /// Items of the prompt the session yields now.
     pub prompt_size: usize,
     /// The prompt could not be built (google-adk's own sort would fail).
@@ -428,13 +445,76 @@ pub fn audit(
             }
         }
     }
+    let stalled = stall(ids, &views, &live, settings).map(|(trigger, backlog)| {
+        let invocations: std::collections::BTreeSet<Sym> = backlog
+            .iter()
+            .filter_map(|&q| views[q].invocation)
+            .collect();
+        let prompt_then = compactions.last().and_then(|c| {
+            let at = loaded(events, c.position + 1, order);
+            let v = views_at(events, &at);
+            let live = rewind::apply_rewinds(&v);
+            filter::process_compaction_events(&views_at(&v, &live))
+                .ok()
+                .map(|items| items.len())
+        });
+        Stalled {
+            trigger,
+            backlog: backlog.len(),
+            backlog_invocations: invocations.len(),
+            prompt_then,
+        }
+    });
     Audit {
         compactions,
         hidden,
         duplicated,
+        stalled,
         prompt_size: items.len(),
         prompt_error,
     }
+}
+
+/// Whether a configured entry point is due on the whole session (`views`,
+/// loaded, `live` after rewinds) and selects nothing: the trigger and the
+/// events it would consider (positions in `views`).
+fn stall(
+    ids: &[Sym],
+    views: &[EventView],
+    live: &[usize],
+    settings: Settings,
+) -> Option<(Trigger, Vec<usize>)> {
+    if let Some(cfg) = settings.sliding {
+        let unscoped: Vec<usize> = live
+            .iter()
+            .copied()
+            .filter(|&i| views[i].scope.is_none())
+            .collect();
+        let due = window::sliding_window_candidates(views, &unscoped, cfg);
+        if !due.is_empty() && window::sliding_window(views, ids, &unscoped, cfg).is_empty() {
+            let raw = due
+                .into_iter()
+                .filter(|&q| views[q].compaction.is_none())
+                .collect();
+            return Some((Trigger::SlidingWindow, raw));
+        }
+    }
+    if let Some(retention) = settings.retention {
+        let unscoped: Vec<usize> = live
+            .iter()
+            .copied()
+            .filter(|&i| views[i].scope.is_none())
+            .collect();
+        let c = window::token_candidates(views, &unscoped);
+        if c.candidates.len() > retention
+            && window::token_threshold_selection(views, ids, &unscoped, retention)
+                .to_compact
+                .is_empty()
+        {
+            return Some((Trigger::TokenThreshold, c.candidates));
+        }
+    }
+    None
 }
 
 /// Why the event at `p` is hidden, and by which surviving compaction.
@@ -731,5 +811,49 @@ mod tests {
         ));
         assert!(got.hidden.iter().all(|h| h.cause == Cause::MalformedRecord));
         assert!(!got.hidden.is_empty());
+    }
+
+    #[test]
+    fn a_pending_call_stalls_the_sliding_window() {
+        use crate::core::event::Span;
+        // Invocation 1 starts a long-running call whose response never
+        // comes; four more invocations follow.
+        let ids = [42];
+        let mut call = raw(1.0, 1);
+        call.calls = Span { start: 0, len: 1 };
+        call.long_running = Span { start: 0, len: 1 };
+        let mut events = vec![call];
+        for k in 2..6 {
+            events.push(raw(f64::from(k), k));
+        }
+        let a = audit(
+            &events,
+            &ids,
+            &[true; 5],
+            &[],
+            |_| None,
+            Order::Stored,
+            sliding(2, 0),
+        );
+        let stalled = a.stalled.expect("stalled");
+        assert_eq!(stalled.trigger, Trigger::SlidingWindow);
+        assert_eq!(stalled.backlog, 5);
+        assert_eq!(stalled.backlog_invocations, 5);
+        assert_eq!(stalled.prompt_then, None);
+        // Answered, it is not stalled.
+        let mut answer = raw(1.5, 1);
+        answer.responses = Span { start: 0, len: 1 };
+        answer.has_responses = true;
+        events.insert(1, answer);
+        let a = audit(
+            &events,
+            &ids,
+            &[true; 6],
+            &[],
+            |_| None,
+            Order::Stored,
+            sliding(2, 0),
+        );
+        assert_eq!(a.stalled, None);
     }
 }

@@ -123,6 +123,13 @@ pub fn audit_stored<'py>(
     Ok(out)
 }
 
+fn trigger_name(t: Trigger) -> &'static str {
+    match t {
+        Trigger::SlidingWindow => "sliding_window",
+        Trigger::TokenThreshold => "token_threshold",
+    }
+}
+
 fn to_python(d: &Bound<'_, PyDict>, n: usize, a: &Audit) -> PyResult<()> {
     let py = d.py();
     d.set_item("events", n)?;
@@ -130,13 +137,7 @@ fn to_python(d: &Bound<'_, PyDict>, n: usize, a: &Audit) -> PyResult<()> {
     for c in &a.compactions {
         let x = PyDict::new(py);
         x.set_item("position", c.position)?;
-        x.set_item(
-            "trigger",
-            c.trigger.map(|t| match t {
-                Trigger::SlidingWindow => "sliding_window",
-                Trigger::TokenThreshold => "token_threshold",
-            }),
-        )?;
+        x.set_item("trigger", c.trigger.map(trigger_name))?;
         x.set_item("replayed", c.known)?;
         x.set_item("handed", PyList::new(py, &c.handed)?)?;
         x.set_item("seeds", PyList::new(py, &c.seeds)?)?;
@@ -170,6 +171,17 @@ fn to_python(d: &Bound<'_, PyDict>, n: usize, a: &Audit) -> PyResult<()> {
     }
     d.set_item("duplicated", duplicated)?;
     d.set_item("prompt_size", a.prompt_size)?;
+    match &a.stalled {
+        None => d.set_item("stalled", py.None())?,
+        Some(s) => {
+            let x = PyDict::new(py);
+            x.set_item("trigger", trigger_name(s.trigger))?;
+            x.set_item("backlog", s.backlog)?;
+            x.set_item("backlog_invocations", s.backlog_invocations)?;
+            x.set_item("prompt_then", s.prompt_then)?;
+            d.set_item("stalled", x)?;
+        }
+    }
     if let Some(e) = &a.prompt_error {
         d.set_item("prompt_error", e)?;
     }
