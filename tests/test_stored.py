@@ -10,6 +10,8 @@ loader refuses must be declined with its position, never dropped.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pydantic
 import pytest
 from adk_fastcompact import _native, _sessions
@@ -121,3 +123,34 @@ def test_audit_arguments_are_checked() -> None:
         _native.audit_stored([rows], "stored", None, 0, None, -1)
     (bad,) = _native.audit_stored([[*rows[:3], "{"]])
     assert bad["declined"].startswith("event 3:")
+
+
+def test_the_audit_bench_store_is_what_google_adks_service_loads(tmp_path: Path) -> None:
+    import asyncio
+    import sqlite3
+
+    from adk_fastcompact import _audit_store
+    from google.adk.sessions.sqlite_session_service import SqliteSessionService
+
+    path = tmp_path / "store.db"
+    _audit_store.build_store(path, n_sessions=3, n_events=200, templates=2)
+    service = SqliteSessionService(str(path))
+    session = asyncio.run(
+        service.get_session(
+            app_name=_audit_store.APP_NAME, user_id=_audit_store.USER_ID, session_id="s00001"
+        )
+    )
+    assert session is not None and len(session.events) == 200
+    responses = [e for e in session.events if e.get_function_responses()]
+    assert responses and all(
+        len(r.response["rows"]) > 10 for e in responses for r in e.get_function_responses()
+    )
+    with sqlite3.connect(path) as db:
+        rows = db.execute(
+            "SELECT event_data FROM events WHERE session_id = 's00001' ORDER BY rowid"
+        ).fetchall()
+    (audit,) = _native.audit_stored([[r[0] for r in rows]], "timestamp", 3, 1)
+    assert audit["compactions"] and all(c["replayed"] for c in audit["compactions"])
+    assert audit["hidden"] == [] and audit["duplicated"] == []
+    with pytest.raises(FileExistsError):
+        _audit_store.build_store(path, n_sessions=1)
