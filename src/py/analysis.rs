@@ -83,31 +83,9 @@ pub fn analyze_stored<'py>(
     parallel: bool,
 ) -> PyResult<Bound<'py, PyList>> {
     let cfg = window_config(compaction_interval, overlap_size)?;
-    let held: Vec<Vec<Bound<'py, PyAny>>> = sessions
-        .iter()
-        .map(|s| s.try_iter()?.collect::<PyResult<Vec<_>>>())
-        .collect::<PyResult<_>>()?;
-    let docs: Vec<Vec<&[u8]>> = held
-        .iter()
-        .map(|events| events.iter().map(json_bytes).collect::<PyResult<_>>())
-        .collect::<PyResult<_>>()?;
-    let results = py
-        .detach(|| {
-            guarded(|| {
-                let one = |events: &Vec<&[u8]>| -> Result<Analysis, String> {
-                    let s = stored::StoredSession::read(events)
-                        .map_err(|(i, e)| format!("event {i}: {e}"))?;
-                    Ok(analysis::analyze(&s.views, &s.ids, cfg))
-                };
-                Ok(if parallel {
-                    use rayon::prelude::*;
-                    docs.par_iter().map(one).collect::<Vec<_>>()
-                } else {
-                    docs.iter().map(one).collect::<Vec<_>>()
-                })
-            })
-        })
-        .map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(e.to_string()))?;
+    let results = over_stored(py, sessions, parallel, |s| {
+        analysis::analyze(&s.views, &s.ids, cfg)
+    })?;
     let out = PyList::empty(py);
     for r in results {
         match r {
@@ -120,6 +98,42 @@ pub fn analyze_stored<'py>(
         }
     }
     Ok(out)
+}
+
+/// `per` over each of `sessions` (lists of stored events' JSON, `str` or
+/// `bytes`) read by `core::stored`, with the interpreter released and on
+/// rayon's pool unless not `parallel`; in order, a session that cannot be
+/// read as `Err("event N: why")`.
+pub fn over_stored<'py, R: Send>(
+    py: Python<'py>,
+    sessions: &Bound<'py, PyList>,
+    parallel: bool,
+    per: impl Fn(stored::StoredSession) -> R + Sync,
+) -> PyResult<Vec<Result<R, String>>> {
+    let held: Vec<Vec<Bound<'py, PyAny>>> = sessions
+        .iter()
+        .map(|s| s.try_iter()?.collect::<PyResult<Vec<_>>>())
+        .collect::<PyResult<_>>()?;
+    let docs: Vec<Vec<&[u8]>> = held
+        .iter()
+        .map(|events| events.iter().map(json_bytes).collect::<PyResult<_>>())
+        .collect::<PyResult<_>>()?;
+    py.detach(|| {
+        guarded(|| {
+            let one = |events: &Vec<&[u8]>| -> Result<R, String> {
+                stored::StoredSession::read(events)
+                    .map(&per)
+                    .map_err(|(i, e)| format!("event {i}: {e}"))
+            };
+            Ok(if parallel {
+                use rayon::prelude::*;
+                docs.par_iter().map(one).collect::<Vec<_>>()
+            } else {
+                docs.iter().map(one).collect::<Vec<_>>()
+            })
+        })
+    })
+    .map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(e.to_string()))
 }
 
 /// The bytes of a stored event's JSON: a `str` (its UTF-8) or `bytes`.
@@ -154,7 +168,7 @@ fn extract(item: &Bound<'_, PyAny>) -> PyResult<Read> {
 }
 
 /// The sliding window asked for, checked.
-fn window_config(interval: Option<i64>, overlap_size: i64) -> PyResult<Option<SlidingWindow>> {
+pub fn window_config(interval: Option<i64>, overlap_size: i64) -> PyResult<Option<SlidingWindow>> {
     let Some(interval) = interval else {
         return Ok(None);
     };

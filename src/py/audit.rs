@@ -1,10 +1,8 @@
 //! Binding of `core::audit`: stored sessions audited in parallel.
 
 use crate::core::audit::{self, Audit, Order, RecordKind, Settings, Trigger};
-use crate::core::guarded;
 use crate::core::stored::StoredSession;
-use crate::core::window::SlidingWindow;
-use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
@@ -48,18 +46,7 @@ pub fn audit_stored<'py>(
             )))
         }
     };
-    let sliding = match compaction_interval {
-        None => None,
-        Some(interval) => match (usize::try_from(interval), usize::try_from(overlap_size)) {
-            (Ok(interval @ 1..), Ok(overlap)) => Some(SlidingWindow { interval, overlap }),
-            _ => {
-                return Err(PyValueError::new_err(format!(
-                    "compaction_interval must be >= 1 and overlap_size >= 0, \
-                     not {interval} and {overlap_size}"
-                )))
-            }
-        },
-    };
+    let sliding = super::analysis::window_config(compaction_interval, overlap_size)?;
     if token_threshold.is_some_and(|t| t < 1) {
         return Err(PyValueError::new_err("token_threshold must be >= 1"));
     }
@@ -70,47 +57,19 @@ pub fn audit_stored<'py>(
         })?),
     };
     let settings = Settings { sliding, retention };
-    let held: Vec<Vec<Bound<'py, PyAny>>> = sessions
-        .iter()
-        .map(|s| s.try_iter()?.collect::<PyResult<Vec<_>>>())
-        .collect::<PyResult<_>>()?;
-    let docs: Vec<Vec<&[u8]>> = held
-        .iter()
-        .map(|events| {
-            events
-                .iter()
-                .map(super::analysis::json_bytes)
-                .collect::<PyResult<_>>()
-        })
-        .collect::<PyResult<_>>()?;
-    let results = py
-        .detach(|| {
-            guarded(|| {
-                let one = |events: &Vec<&[u8]>| -> Result<(usize, Audit), String> {
-                    let s =
-                        StoredSession::read(events).map_err(|(i, e)| format!("event {i}: {e}"))?;
-                    let StoredSession {
-                        views,
-                        ids,
-                        mut texts,
-                        has_parts,
-                        records,
-                        ..
-                    } = s;
-                    let intern = |text: &str| texts.symbol(text).ok();
-                    let a =
-                        audit::audit(&views, &ids, &has_parts, &records, intern, order, settings);
-                    Ok((views.len(), a))
-                };
-                Ok(if parallel {
-                    use rayon::prelude::*;
-                    docs.par_iter().map(one).collect::<Vec<_>>()
-                } else {
-                    docs.iter().map(one).collect::<Vec<_>>()
-                })
-            })
-        })
-        .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+    let results = super::analysis::over_stored(py, sessions, parallel, |s| {
+        let StoredSession {
+            views,
+            ids,
+            mut texts,
+            has_parts,
+            records,
+            ..
+        } = s;
+        let intern = |text: &str| texts.symbol(text).ok();
+        let a = audit::audit(&views, &ids, &has_parts, &records, intern, order, settings);
+        (views.len(), a)
+    })?;
     let out = PyList::empty(py);
     for r in results {
         let d = PyDict::new(py);

@@ -1,0 +1,268 @@
+//! Tests of `core::audit`.
+
+use super::*;
+use crate::core::CompactionView;
+
+fn raw(t: f64, inv: Sym) -> EventView {
+    EventView {
+        timestamp: t,
+        invocation: Some(inv),
+        ..EventView::default()
+    }
+}
+
+fn compaction(t: f64, start: f64, end: f64) -> EventView {
+    EventView {
+        timestamp: t,
+        invocation: Some(99),
+        compaction: Some(CompactionView {
+            start: Some(start),
+            end: Some(end),
+            has_content: true,
+        }),
+        ..EventView::default()
+    }
+}
+
+fn sliding(interval: usize, overlap: usize) -> Settings {
+    Settings {
+        sliding: Some(SlidingWindow { interval, overlap }),
+        retention: None,
+    }
+}
+
+fn run(events: &[EventView], order: Order, settings: Settings) -> Audit {
+    run_with(events, &[], &[], order, settings)
+}
+
+/// Every event with parts; records' hole invocations interned as
+/// "inv-N" -> N.
+fn run_with(
+    events: &[EventView],
+    ids: &[Sym],
+    records: &[(usize, serde_json::Value)],
+    order: Order,
+    settings: Settings,
+) -> Audit {
+    let intern = |text: &str| text.strip_prefix("inv-").and_then(|n| n.parse().ok());
+    let parts = vec![true; events.len()];
+    audit(events, ids, &parts, records, intern, order, settings)
+}
+
+#[test]
+fn an_ordinary_sliding_window_session_has_nothing_hidden() {
+    // Two invocations of two events, summarized after the second.
+    let events = [
+        raw(1.0, 1),
+        raw(1.1, 1),
+        raw(2.0, 2),
+        raw(2.1, 2),
+        compaction(2.2, 1.0, 2.1),
+        raw(3.0, 3),
+    ];
+    let a = run(&events, Order::Stored, sliding(2, 0));
+    assert_eq!(a.compactions.len(), 1);
+    assert_eq!(a.compactions[0].trigger, Some(Trigger::SlidingWindow));
+    assert_eq!(a.compactions[0].handed, vec![0, 1, 2, 3]);
+    assert!(a.hidden.is_empty() && a.duplicated.is_empty());
+    assert_eq!(a.prompt_size, 2); // the summary and the last event
+}
+
+#[test]
+fn an_event_appended_while_summarizing_inside_the_interval_is_hidden() {
+    // Event 4 (another invocation, stamped 1.5) is stored after the
+    // selection over events 0-3 and before the compaction.
+    let events = [
+        raw(1.0, 1),
+        raw(1.1, 1),
+        raw(2.0, 2),
+        raw(2.1, 2),
+        raw(1.5, 7),
+        compaction(2.2, 1.0, 2.1),
+    ];
+    let a = run(&events, Order::Stored, sliding(2, 0));
+    assert_eq!(a.compactions[0].selected_over, 4);
+    assert_eq!(
+        a.hidden,
+        vec![Hidden {
+            position: 4,
+            cause: Cause::AppendedWhileSummarizing,
+            compaction: Some(5)
+        }]
+    );
+}
+
+#[test]
+fn a_next_question_stamped_on_the_interval_end_is_hidden_as_tied() {
+    // Event 5 (the next invocation) is stamped in the tick the summary
+    // ends on and stored after it: google-adk's interval hides it.
+    let events = [
+        raw(1.0, 1),
+        raw(1.1, 1),
+        raw(2.0, 2),
+        raw(2.1, 2),
+        compaction(2.2, 1.0, 2.1),
+        raw(2.1, 3),
+    ];
+    let a = run(&events, Order::Stored, sliding(2, 0));
+    assert_eq!(
+        a.hidden,
+        vec![Hidden {
+            position: 5,
+            cause: Cause::TiedTimestamp,
+            compaction: Some(4)
+        }]
+    );
+    // An event stored out of stamp order around a handed one.
+    let events = [
+        raw(1.0, 1),
+        raw(1.6, 1),
+        raw(2.0, 2),
+        raw(2.1, 2),
+        compaction(2.2, 1.0, 2.1),
+        raw(1.5, 3),
+    ];
+    let a = run(&events, Order::Stored, sliding(2, 0));
+    assert_eq!(a.hidden.len(), 1);
+    assert_eq!(a.hidden[0].cause, Cause::OutOfOrderTimestamp);
+}
+
+#[test]
+fn an_unreplayable_compaction_hides_with_an_unknown_cause() {
+    let events = [
+        raw(1.0, 1),
+        raw(2.0, 2),
+        compaction(3.0, 0.5, 2.5),
+        raw(4.0, 3),
+    ];
+    let a = run(&events, Order::Stored, Settings::default());
+    assert!(!a.compactions[0].known);
+    assert_eq!(a.hidden.len(), 2);
+    assert!(a
+        .hidden
+        .iter()
+        .all(|h| h.cause == Cause::Unknown && h.compaction == Some(2)));
+}
+
+#[test]
+fn the_store_order_decides_the_replay() {
+    // Stored out of timestamp order: loaded by timestamp the same
+    // selection is made over the sorted events.
+    let events = [
+        raw(1.0, 1),
+        raw(2.0, 2),
+        raw(1.1, 1),
+        raw(2.1, 2),
+        compaction(2.2, 1.0, 2.1),
+    ];
+    let a = run(&events, Order::Timestamp, sliding(2, 0));
+    assert!(a.compactions[0].known);
+    let mut handed = a.compactions[0].handed.clone();
+    handed.sort_unstable();
+    assert_eq!(handed, vec![0, 1, 2, 3]);
+    assert!(a.hidden.is_empty());
+}
+
+#[test]
+fn a_rolling_token_summary_stands_for_its_seed_s_events() {
+    let events = [
+        raw(1.0, 1),
+        raw(1.1, 1),
+        raw(2.0, 2),
+        raw(2.1, 2),
+        raw(3.0, 3),
+    ];
+    let retention = Settings {
+        sliding: None,
+        retention: Some(1),
+    };
+    // google-adk's own selection decides the first compaction's bounds.
+    let views = events.to_vec();
+    let live: Vec<usize> = (0..views.len()).collect();
+    let first = window::token_threshold_selection(&views, &[], &live, 1);
+    let (a, b) = (first.to_compact[0], *first.to_compact.last().unwrap());
+    let mut session = events.to_vec();
+    session.push(compaction(3.05, events[a].timestamp, events[b].timestamp));
+    session.push(raw(4.0, 4));
+    let live: Vec<usize> = (0..session.len()).collect();
+    let second = window::token_threshold_selection(&session, &[], &live, 1);
+    assert_eq!(second.seed_from, Some(5));
+    let last = *second.to_compact.last().unwrap();
+    session.push(compaction(
+        4.05,
+        events[a].timestamp,
+        session[last].timestamp,
+    ));
+    let got = run(&session, Order::Stored, retention);
+    assert_eq!(got.compactions.len(), 2);
+    assert!(got
+        .compactions
+        .iter()
+        .all(|c| c.trigger == Some(Trigger::TokenThreshold)));
+    assert_eq!(got.compactions[1].seeds, vec![5]);
+    assert!(got.hidden.is_empty(), "{:?}", got.hidden);
+    assert!(got.duplicated.is_empty(), "{:?}", got.duplicated);
+}
+
+#[test]
+fn an_exact_record_s_holes_stay_raw_and_nothing_is_hidden() {
+    // Event 1 (another invocation) was appended inside the interval
+    // while the summary of 0 and 2 was made: a hole.
+    let events = [
+        raw(1.0, 1),
+        raw(1.5, 7),
+        raw(2.0, 1),
+        compaction(2.5, 1.0, 1.0),
+        raw(3.0, 2),
+    ];
+    let record = serde_json::json!({
+        "v": 1, "start": 1.0, "end": 2.0, "holes": [{"i": "inv-7", "t": 1_500_000}]
+    });
+    let got = run_with(&events, &[], &[(3, record)], Order::Stored, sliding(1, 0));
+    assert_eq!(got.compactions[0].record, RecordKind::Exact);
+    assert_eq!(got.compactions[0].handed, vec![0, 2]);
+    assert!(got.hidden.is_empty() && got.duplicated.is_empty());
+    // Read as a bare interval (the record malformed), event 1 is hidden.
+    let bad = serde_json::json!({"v": 1, "start": 1.0});
+    let got = run_with(
+        &events,
+        &[],
+        &[(3, bad)],
+        Order::Stored,
+        Settings::default(),
+    );
+    assert!(matches!(
+        got.compactions[0].record,
+        RecordKind::Malformed(_)
+    ));
+    assert!(got.hidden.iter().all(|h| h.cause == Cause::MalformedRecord));
+    assert!(!got.hidden.is_empty());
+}
+
+#[test]
+fn a_pending_call_stalls_the_sliding_window() {
+    use crate::core::event::Span;
+    // Invocation 1 starts a long-running call whose response never
+    // comes; four more invocations follow.
+    let ids = [42];
+    let mut call = raw(1.0, 1);
+    call.calls = Span { start: 0, len: 1 };
+    call.long_running = Span { start: 0, len: 1 };
+    let mut events = vec![call];
+    for k in 2..6 {
+        events.push(raw(f64::from(k), k));
+    }
+    let a = run_with(&events, &ids, &[], Order::Stored, sliding(2, 0));
+    let stalled = a.stalled.expect("stalled");
+    assert_eq!(stalled.trigger, Trigger::SlidingWindow);
+    assert_eq!(stalled.backlog, 5);
+    assert_eq!(stalled.backlog_invocations, 5);
+    assert_eq!(stalled.prompt_then, None);
+    // Answered, it is not stalled.
+    let mut answer = raw(1.5, 1);
+    answer.responses = Span { start: 0, len: 1 };
+    answer.has_responses = true;
+    events.insert(1, answer);
+    let a = run_with(&events, &ids, &[], Order::Stored, sliding(2, 0));
+    assert_eq!(a.stalled, None);
+}
