@@ -129,15 +129,15 @@ def test_the_audit_bench_store_is_what_google_adks_service_loads(tmp_path: Path)
     import asyncio
     import sqlite3
 
-    from adk_fastcompact import _audit_store
+    from adk_fastcompact import _bench_store
     from google.adk.sessions.sqlite_session_service import SqliteSessionService
 
     path = tmp_path / "store.db"
-    _audit_store.build_store(path, n_sessions=3, n_events=200, templates=2)
+    _bench_store.build_store(path, n_sessions=3, n_events=200, templates=2)
     service = SqliteSessionService(str(path))
     session = asyncio.run(
         service.get_session(
-            app_name=_audit_store.APP_NAME, user_id=_audit_store.USER_ID, session_id="s00001"
+            app_name=_bench_store.APP_NAME, user_id=_bench_store.USER_ID, session_id="s00001"
         )
     )
     assert session is not None and len(session.events) == 200
@@ -153,4 +153,4 @@ def test_the_audit_bench_store_is_what_google_adks_service_loads(tmp_path: Path)
     assert audit["compactions"] and all(c["replayed"] for c in audit["compactions"])
     assert audit["hidden"] == [] and audit["duplicated"] == []
     with pytest.raises(FileExistsError):
-        _audit_store.build_store(path, n_sessions=1)
+        _bench_store.build_store(path, n_sessions=1)

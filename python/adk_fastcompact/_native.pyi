@@ -389,8 +389,9 @@ def audit_stored(
 
     Args:
       sessions: Per session its events' JSON documents, in storage order.
-      order: How the store loads a session: "stored" (as given) or
-        "timestamp" (by timestamp, ties in storage order).
+      order: How the store loads a session: "stored" (as given),
+        "timestamp" (by timestamp, ties in storage order: the SQLite
+        service) or "timestamp_id" (ties by event id: the database service).
       compaction_interval: The sliding window replayed (None: not replayed).
       overlap_size: Its overlap.
       token_threshold: Checked (>= 1); the replay does not need it.
@@ -400,7 +401,8 @@ def audit_stored(
     Returns:
       Per session `{"declined": "event N: why"}`, or a dict of `events`,
       `compactions` (each `position`, `trigger`, `replayed`, `handed`,
-      `seeds`, `selected_over`, `record` and, for a malformed record,
+      `seeds`, `selected_over`, `unseen` (events stored before it that its
+      selection did not see), `record` and, for a malformed record,
       `record_error`), `hidden` (each `position`, `cause`, `compaction`),
       `duplicated` (each `position`, `compaction`), `prompt_size`, `stalled`
       (None, or `trigger`, `backlog`, `backlog_invocations`, `prompt_then`:

@@ -35,9 +35,10 @@ use super::window::{self, SlidingWindow};
 pub enum Order {
     /// As stored (the in-memory service, a `Session` export).
     Stored,
-    /// By timestamp, ties in storage order (`SqliteSessionService`,
-    /// `DatabaseSessionService`).
+    /// By timestamp, ties in storage order (`SqliteSessionService`).
     Timestamp,
+    /// By timestamp, ties by event id (`DatabaseSessionService`).
+    TimestampId,
 }
 
 /// The compaction settings the replay assumes.
@@ -84,6 +85,9 @@ pub struct Replayed {
     /// Events stored before the selection was made: a prefix shorter than
     /// the events before the compaction when some were appended meanwhile.
     pub selected_over: usize,
+    /// Events stored before the compaction that the selection did not see
+    /// (another invocation's, appended while it ran), storage positions.
+    pub unseen: Vec<usize>,
     pub record: RecordKind,
 }
 
@@ -167,12 +171,31 @@ pub struct Audit {
 /// selection was made over.
 const MAX_LOOKBACK: usize = 64;
 
-/// The session as a store loads the first `n` stored events: positions in
-/// loading order.
-fn loaded(events: &[EventView], n: usize, order: Order) -> Vec<usize> {
-    let mut at: Vec<usize> = (0..n).collect();
-    if order == Order::Timestamp {
-        at.sort_by(|&a, &b| events[a].timestamp.total_cmp(&events[b].timestamp));
+/// How many of the invocations stored last before a compaction are tried
+/// as the one that made it.
+const MAX_MAKERS: usize = 4;
+
+/// The session as a store loads the stored events at `avail` (ascending
+/// storage positions): positions in loading order. `event_ids` break
+/// timestamp ties for [`Order::TimestampId`].
+fn loaded(
+    events: &[EventView],
+    avail: &[usize],
+    order: Order,
+    event_ids: &[Option<String>],
+) -> Vec<usize> {
+    let mut at = avail.to_vec();
+    match order {
+        Order::Stored => {}
+        Order::Timestamp => {
+            at.sort_by(|&a, &b| events[a].timestamp.total_cmp(&events[b].timestamp));
+        }
+        Order::TimestampId => at.sort_by(|&a, &b| {
+            events[a]
+                .timestamp
+                .total_cmp(&events[b].timestamp)
+                .then_with(|| event_ids.get(a).cmp(&event_ids.get(b)))
+        }),
     }
     at
 }
@@ -182,19 +205,19 @@ fn views_at(events: &[EventView], at: &[usize]) -> Vec<EventView> {
     at.iter().map(|&i| events[i]).collect()
 }
 
-/// What google-adk would hand a summarizer over the first `n` stored
-/// events, by each configured entry point whose selection's interval is
+/// What google-adk would hand a summarizer over the stored events at
+/// `avail`, by each configured entry point whose selection's interval is
 /// `(start, end)` in `scope`: `(trigger, handed, seed)`, storage positions.
 fn replay_at(
-    events: &[EventView],
-    ids: &[Sym],
-    n: usize,
+    s: &Session<'_>,
+    avail: &[usize],
     order: Order,
     settings: Settings,
     bounds: (f64, f64),
     scope: Option<Sym>,
 ) -> Option<(Trigger, Vec<usize>, Option<usize>)> {
-    let at = loaded(events, n, order);
+    let (events, ids) = (s.events, s.ids);
+    let at = loaded(events, avail, order, s.event_ids);
     let views = views_at(events, &at);
     let live = rewind::apply_rewinds(&views);
     let back = |v: &[usize]| -> Vec<usize> { v.iter().map(|&i| at[i]).collect() };
@@ -277,19 +300,56 @@ fn extent(at: usize, record: &Record, intern: &mut impl FnMut(&str) -> Option<Sy
     Extent::new(at, record.start, record.end, holes)
 }
 
-/// Audits one session: `events` in storage order with their id arena,
-/// `has_parts` per event, the exact-mode records stored, `intern` the
-/// symbol of an invocation id (for a record's holes; `None` where no event
-/// has it, so no hole can name one).
+/// A stored session as the audit reads it.
+#[derive(Clone, Copy)]
+pub struct Session<'a> {
+    /// The events in storage order.
+    pub events: &'a [EventView],
+    /// Their id arena.
+    pub ids: &'a [Sym],
+    /// Per event: its `content` holds parts (what a prompt would show).
+    pub has_parts: &'a [bool],
+    /// Per event: its `id`.
+    pub event_ids: &'a [Option<String>],
+    /// The exact-mode records stored: `(position, JSON)`.
+    pub records: &'a [(usize, serde_json::Value)],
+}
+
+/// The stored events an invocation's own copy of the session held before
+/// position `k`: the events stored before its first one, its own, and
+/// every compaction; `None` when that is all of them (no other invocation's
+/// event stored in between). Returns the positions and those left out.
+fn copy_of(events: &[EventView], k: usize, maker: Sym) -> Option<(Vec<usize>, Vec<usize>)> {
+    let first = events[..k]
+        .iter()
+        .position(|e| e.invocation == Some(maker))?;
+    let (mut held, mut left) = ((0..first).collect::<Vec<_>>(), Vec::new());
+    for (q, e) in events.iter().enumerate().take(k).skip(first) {
+        if e.invocation == Some(maker) || e.compaction.is_some() {
+            held.push(q);
+        } else {
+            left.push(q);
+        }
+    }
+    (!left.is_empty()).then_some((held, left))
+}
+
+/// Audits one session: `intern` gives the symbol of an invocation id (for
+/// a record's holes; `None` where no event has it, so no hole can name
+/// one).
 pub fn audit(
-    events: &[EventView],
-    ids: &[Sym],
-    has_parts: &[bool],
-    records: &[(usize, serde_json::Value)],
+    session: Session<'_>,
     mut intern: impl FnMut(&str) -> Option<Sym>,
     order: Order,
     settings: Settings,
 ) -> Audit {
+    let Session {
+        events,
+        ids,
+        has_parts,
+        records,
+        ..
+    } = session;
     let n = events.len();
     let parsed = read_records(events, records);
     let exact_session = parsed.iter().any(|r| matches!(r, Some(Ok(_))));
@@ -312,6 +372,7 @@ pub fn audit(
             handed: Vec::new(),
             seeds: Vec::new(),
             selected_over: k,
+            unseen: Vec::new(),
             record,
         };
         if let Some(Ok(record)) = &parsed[k] {
@@ -329,15 +390,37 @@ pub fn audit(
             }
             r.known = true;
         } else {
+            // What the selection saw: the copy the invocation that made it
+            // held, without what others appended meanwhile (the
+            // invocations stored last tried first; in a session with no
+            // concurrent invocation there is no such copy); else the
+            // session as stored before it; else a shorter prefix.
+            let mut tries: Vec<(Vec<usize>, Vec<usize>)> = Vec::new();
+            let mut makers: Vec<Sym> = Vec::new();
+            for q in (0..k).rev().take(MAX_LOOKBACK) {
+                if let (Some(inv), None) = (events[q].invocation, events[q].compaction) {
+                    if !makers.contains(&inv) && makers.len() < MAX_MAKERS {
+                        makers.push(inv);
+                        tries.extend(copy_of(events, k, inv));
+                    }
+                }
+            }
+            tries.push(((0..k).collect(), Vec::new()));
             let lowest = k.saturating_sub(MAX_LOOKBACK);
-            for p in (lowest..=k).rev() {
+            tries.extend(
+                (lowest..k)
+                    .rev()
+                    .map(|p| ((0..p).collect(), (p..k).collect())),
+            );
+            for (avail, unseen) in tries {
                 if let Some((trigger, handed, seed)) =
-                    replay_at(events, ids, p, order, settings, (start, end), e.scope)
+                    replay_at(&session, &avail, order, settings, (start, end), e.scope)
                 {
                     r.trigger = Some(trigger);
                     r.handed = handed;
                     r.seeds = seed.into_iter().collect();
-                    r.selected_over = p;
+                    r.selected_over = avail.last().map_or(0, |&l| l + 1);
+                    r.unseen = unseen;
                     r.known = true;
                     break;
                 }
@@ -364,7 +447,8 @@ pub fn audit(
         input.push(mine);
     }
     // The prompt the session yields now.
-    let at = loaded(events, n, order);
+    let all: Vec<usize> = (0..n).collect();
+    let at = loaded(events, &all, order, session.event_ids);
     let views = views_at(events, &at);
     let live = rewind::apply_rewinds(&views);
     let live_views = views_at(&views, &live);
@@ -440,7 +524,8 @@ pub fn audit(
             .filter_map(|&q| views[q].invocation)
             .collect();
         let prompt_then = compactions.last().and_then(|c| {
-            let at = loaded(events, c.position + 1, order);
+            let upto: Vec<usize> = (0..=c.position).collect();
+            let at = loaded(events, &upto, order, session.event_ids);
             let v = views_at(events, &at);
             let live = rewind::apply_rewinds(&v);
             filter::process_compaction_events(&views_at(&v, &live))
@@ -515,45 +600,53 @@ fn cause_of(
     p: usize,
 ) -> (Cause, Option<usize>) {
     let t = events[p].timestamp;
-    // The surviving compaction whose interval holds it, stored after it
-    // (a google-adk reader hides it whenever stored).
-    let by = surviving.iter().copied().find(|&c| {
+    let holds = |c: usize| {
         events[c]
             .compaction
             .and_then(|x| x.bounds())
             .is_some_and(|(s, e)| s <= t && t <= e)
-    });
-    let Some(c) = by else {
+    };
+    // The surviving compaction whose interval hides it (a google-adk
+    // reader hides it whenever stored).
+    let Some(by) = surviving.iter().copied().find(|&c| holds(c)) else {
         return (Cause::Unknown, None);
     };
-    let r = &compactions[index_of[c]];
+    // Where it was left out: the first compaction over it stored after it
+    // (a rolling summary rolls that one on), else the first over it.
+    let first = compactions
+        .iter()
+        .filter(|r| holds(r.position))
+        .find(|r| r.position > p)
+        .or_else(|| compactions.iter().find(|r| holds(r.position)));
+    let r = first.unwrap_or(&compactions[index_of[by]]);
+    let c = r.position;
     if matches!(r.record, RecordKind::Malformed(_)) {
-        return (Cause::MalformedRecord, Some(c));
+        return (Cause::MalformedRecord, Some(by));
     }
     if !r.known {
-        return (Cause::Unknown, Some(c));
+        return (Cause::Unknown, Some(by));
     }
     if events[p].scope != events[c].scope {
-        return (Cause::OtherIsolationScope, Some(c));
+        return (Cause::OtherIsolationScope, Some(by));
     }
-    if r.selected_over <= p && p < c {
-        return (Cause::AppendedWhileSummarizing, Some(c));
+    if r.unseen.contains(&p) {
+        return (Cause::AppendedWhileSummarizing, Some(by));
     }
     let (start, end) = events[c]
         .compaction
         .and_then(|x| x.bounds())
         .unwrap_or((f64::NAN, f64::NAN));
     if t == start || t == end || r.handed.iter().any(|&h| events[h].timestamp == t) {
-        return (Cause::TiedTimestamp, Some(c));
+        return (Cause::TiedTimestamp, Some(by));
     }
     let disordered = r.handed.iter().any(|&h| {
         let th = events[h].timestamp;
         (h > p && th < t) || (h < p && th > t)
     });
     if disordered {
-        return (Cause::OutOfOrderTimestamp, Some(c));
+        return (Cause::OutOfOrderTimestamp, Some(by));
     }
-    (Cause::Unknown, Some(c))
+    (Cause::Unknown, Some(by))
 }
 
 #[cfg(test)]

@@ -46,7 +46,17 @@ fn run_with(
 ) -> Audit {
     let intern = |text: &str| text.strip_prefix("inv-").and_then(|n| n.parse().ok());
     let parts = vec![true; events.len()];
-    audit(events, ids, &parts, records, intern, order, settings)
+    let event_ids: Vec<Option<String>> = (0..events.len())
+        .map(|i| Some(format!("e{i:03}")))
+        .collect();
+    let session = Session {
+        events,
+        ids,
+        has_parts: &parts,
+        event_ids: &event_ids,
+        records,
+    };
+    audit(session, intern, order, settings)
 }
 
 #[test]
@@ -146,13 +156,14 @@ fn an_unreplayable_compaction_hides_with_an_unknown_cause() {
 
 #[test]
 fn the_store_order_decides_the_replay() {
-    // Stored out of timestamp order: loaded by timestamp the same
-    // selection is made over the sorted events.
+    // Each invocation's events stored out of timestamp order: loaded by
+    // timestamp (as SQLite stores load) the selection spans 1.0 to 2.1,
+    // the compaction's interval; in storage order it would not.
     let events = [
-        raw(1.0, 1),
-        raw(2.0, 2),
         raw(1.1, 1),
+        raw(1.0, 1),
         raw(2.1, 2),
+        raw(2.0, 2),
         compaction(2.2, 1.0, 2.1),
     ];
     let a = run(&events, Order::Timestamp, sliding(2, 0));
@@ -161,6 +172,39 @@ fn the_store_order_decides_the_replay() {
     handed.sort_unstable();
     assert_eq!(handed, vec![0, 1, 2, 3]);
     assert!(a.hidden.is_empty());
+    let a = run(&events, Order::Stored, sliding(2, 0));
+    assert!(!a.compactions[0].known);
+    // Tied timestamps: by id, or in storage order.
+    let tied = [raw(1.0, 1), raw(1.0, 1), compaction(1.5, 1.0, 1.0)];
+    for order in [Order::Timestamp, Order::TimestampId] {
+        assert!(run(&tied, order, sliding(1, 0)).compactions[0].known);
+    }
+}
+
+#[test]
+fn another_invocation_s_event_the_maker_s_copy_lacked_is_unseen() {
+    // Invocation 2 starts (event 2), invocation 3 appends event 3 stamped
+    // inside what invocation 2 then summarizes (0-2 and 4): its copy never
+    // held event 3, though the whole prefix selects the same interval.
+    let events = [
+        raw(1.0, 1),
+        raw(1.1, 1),
+        raw(2.0, 2),
+        raw(2.05, 3),
+        raw(2.1, 2),
+        compaction(2.2, 1.0, 2.1),
+    ];
+    let a = run(&events, Order::Stored, sliding(2, 0));
+    assert_eq!(a.compactions[0].unseen, vec![3]);
+    assert_eq!(a.compactions[0].handed, vec![0, 1, 2, 4]);
+    assert_eq!(
+        a.hidden,
+        vec![Hidden {
+            position: 3,
+            cause: Cause::AppendedWhileSummarizing,
+            compaction: Some(5)
+        }]
+    );
 }
 
 #[test]

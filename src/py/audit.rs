@@ -8,8 +8,9 @@ use pyo3::types::{PyDict, PyList};
 
 /// Audits stored sessions: each a list of its events' JSON documents (`str`
 /// or `bytes`) in storage order. `order` is how the store loads them:
-/// `"stored"` (as given) or `"timestamp"` (by timestamp, ties in storage
-/// order). The replay uses the sliding window (`compaction_interval`,
+/// `"stored"` (as given), `"timestamp"` (by timestamp, ties in storage
+/// order: `SqliteSessionService`) or `"timestamp_id"` (ties by event id:
+/// `DatabaseSessionService`). The replay uses the sliding window (`compaction_interval`,
 /// `overlap_size`) and tail retention (`event_retention_size`) given;
 /// `token_threshold` is checked but the replay does not need it (what a
 /// stored compaction was handed does not depend on when it fired). Parsed
@@ -40,9 +41,10 @@ pub fn audit_stored<'py>(
     let order = match order {
         "stored" => Order::Stored,
         "timestamp" => Order::Timestamp,
+        "timestamp_id" => Order::TimestampId,
         other => {
             return Err(PyValueError::new_err(format!(
-                "order must be 'stored' or 'timestamp', not {other:?}"
+                "order must be 'stored', 'timestamp' or 'timestamp_id', not {other:?}"
             )))
         }
     };
@@ -62,13 +64,19 @@ pub fn audit_stored<'py>(
             views,
             ids,
             mut texts,
+            event_ids,
             has_parts,
             records,
-            ..
         } = s;
+        let session = audit::Session {
+            events: &views,
+            ids: &ids,
+            has_parts: &has_parts,
+            event_ids: &event_ids,
+            records: &records,
+        };
         let intern = |text: &str| texts.symbol(text).ok();
-        let a = audit::audit(&views, &ids, &has_parts, &records, intern, order, settings);
-        (views.len(), a)
+        (views.len(), audit::audit(session, intern, order, settings))
     })?;
     let out = PyList::empty(py);
     for r in results {
@@ -101,6 +109,7 @@ fn to_python(d: &Bound<'_, PyDict>, n: usize, a: &Audit) -> PyResult<()> {
         x.set_item("handed", PyList::new(py, &c.handed)?)?;
         x.set_item("seeds", PyList::new(py, &c.seeds)?)?;
         x.set_item("selected_over", c.selected_over)?;
+        x.set_item("unseen", PyList::new(py, &c.unseen)?)?;
         match &c.record {
             RecordKind::Interval => x.set_item("record", "interval")?,
             RecordKind::Exact => x.set_item("record", "exact")?,
