@@ -310,3 +310,29 @@ fn a_pending_call_stalls_the_sliding_window() {
     let a = run_with(&events, &ids, &[], Order::Stored, sliding(2, 0));
     assert_eq!(a.stalled, None);
 }
+
+#[test]
+fn an_event_of_another_scope_inside_the_interval_is_told_by_its_scope() {
+    // A sliding-window summary (unscoped) over 1.0-2.1; an event of an
+    // isolation scope stamped inside it, stored after it.
+    let mut scoped = raw(1.5, 3);
+    scoped.scope = Some(9);
+    let events = [
+        raw(1.0, 1),
+        raw(1.1, 1),
+        raw(2.0, 2),
+        raw(2.1, 2),
+        compaction(2.2, 1.0, 2.1),
+        scoped,
+    ];
+    let a = run(&events, Order::Stored, sliding(2, 0));
+    assert!(a.compactions[0].known);
+    assert_eq!(
+        a.hidden,
+        vec![Hidden {
+            position: 5,
+            cause: Cause::OtherIsolationScope,
+            compaction: Some(4)
+        }]
+    );
+}
