@@ -327,14 +327,6 @@ def test_export_sessions_writes_every_session(tmp_path: Path) -> None:
         (lambda p: _write(p / "notes.txt", b"hello\n"), "not a google-adk store"),
         (lambda p: _write(p / "list.jsonl", b"[1, 2]\n"), "not a google-adk store"),
         (lambda p: _sqlite(p / "empty.db", "CREATE TABLE t (x)"), "no `sessions` and `events`"),
-        (
-            lambda p: _sqlite(
-                p / "legacy.db",
-                "CREATE TABLE sessions (app_name, user_id, id);"
-                "CREATE TABLE events (id, app_name, user_id, session_id, invocation_id, actions)",
-            ),
-            "legacy schema",
-        ),
         (lambda p: _write(p / "fake.db", b"SQLite format 3\x00" + b"\x00" * 200), "SQLite"),
     ],
 )
@@ -823,3 +815,34 @@ def test_the_console_script_points_at_the_command_line() -> None:
     with pytest.raises(SystemExit) as exit_:
         main(["bench", "--help"])
     assert exit_.value.code == 0
+
+
+def test_the_legacy_pickled_schema_is_read_through_google_adks_loader(
+    stores: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The tied-timestamp session google-adk wrote, stored again in
+    # DatabaseSessionService's legacy schema (each event pickled column by
+    # column, written with google-adk's own v0 models): the audit reads it
+    # through google-adk's loader and finds what it finds in the SQLite store.
+    from google.adk.sessions.schemas import v0
+    from sqlalchemy import create_engine
+    from sqlalchemy.orm import Session as SqlSession
+
+    db, expected = stores["tied-None"]
+    events = load_sqlite(db, "audited")
+    legacy = tmp_path / "legacy.db"
+    engine = create_engine(f"sqlite:///{legacy}")
+    v0.Base.metadata.create_all(engine)
+    session = Session(id=SESSION, app_name="legacy", user_id=USER, events=[])
+    with SqlSession(engine) as sql:
+        sql.add(v0.StorageSession(app_name="legacy", user_id=USER, id=SESSION, state={}))
+        for event in events:
+            sql.add(v0.StorageEvent.from_event(session, event))
+        sql.commit()
+    engine.dispose()
+    before = file_bytes(legacy)
+    code, report = audit(legacy, *settings_args(TIED), capsys=capsys)
+    assert report["kind"] == "database-legacy"
+    assert code == 1
+    assert_finds(report, expected, cause="tied_timestamp")
+    assert file_bytes(legacy) == before

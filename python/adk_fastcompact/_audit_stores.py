@@ -45,6 +45,10 @@ class SettingsError(ValueError):
     """Compaction settings that cannot be used (a bad --app-module, a half pair)."""
 
 
+class _LegacySchema(Exception):
+    """DatabaseSessionService's legacy schema: read through its loader."""
+
+
 class StoreError(Exception):
     """A store that cannot be read at all (missing, foreign, a bad URL): exit 2."""
 
@@ -193,12 +197,7 @@ class SqliteStore:
             )
         events = self._columns("events")
         if "event_data" not in events:
-            raise StoreError(
-                f"{label}: DatabaseSessionService's legacy schema (events pickled column by "
-                "column) is not supported yet; migrate a copy with google-adk's "
-                "`python -m google.adk.sessions.migration.migrate_from_sqlalchemy_sqlite` "
-                "and audit that"
-            )
+            raise _LegacySchema(label)
         needed = {"id", "app_name", "user_id", "session_id", "invocation_id"}
         missing = needed - events
         if missing or not {"app_name", "user_id", "id"} <= self._columns("sessions"):
@@ -387,7 +386,10 @@ def open_store(spec: str, filters: Filters) -> Store:
     except OSError as error:
         raise StoreError(f"{spec}: {error.strerror}") from error
     if head == _SQLITE_MAGIC:
-        return SqliteStore(path, filters)
+        try:
+            return SqliteStore(path, filters)
+        except _LegacySchema:
+            return LegacyDatabaseStore(path, filters)
     return JsonLinesStore(path, filters)
 
 
@@ -414,7 +416,84 @@ def _open_url(url: str, filters: Filters) -> Store:
     path = Path(database)
     if not path.is_file():
         raise StoreError(f"{url}: no such file {database}")
-    return SqliteStore(path, filters, label=url)
+    try:
+        return SqliteStore(path, filters, label=url)
+    except _LegacySchema:
+        return LegacyDatabaseStore(path, filters, label=url)
+
+
+class LegacyDatabaseStore:
+    """A SQLite file of `DatabaseSessionService`'s legacy schema (each event
+    pickled column by column), read through google-adk's own loader: the
+    service is opened on a private copy of the file (it sets up its tables
+    when first used, which must not touch the store), and each session it
+    loads is handed on as its events' JSON, in the order it loads them.
+    Slower than the other readers (pydantic Events are built), as this
+    schema can only be read by unpickling it."""
+
+    kind = "database-legacy"
+    order = ORDER_STORED
+
+    def __init__(self, path: Path, filters: Filters, *, label: str | None = None) -> None:
+        import shutil
+        import tempfile
+
+        self.filters = filters
+        self.description = (
+            f"{label or path}: DatabaseSessionService (legacy pickled schema), read "
+            "through google-adk's own loader on a private copy; events as it loads them"
+        )
+        try:
+            with sqlite3.connect(_ro_uri(path), uri=True) as db:
+                self._keys = [
+                    (str(app), str(user), str(sid))
+                    for app, user, sid in db.execute(
+                        "SELECT app_name, user_id, id FROM sessions ORDER BY rowid"
+                    )
+                    if filters.admit(str(app), str(user), str(sid))
+                ]
+        except sqlite3.Error as error:
+            raise StoreError(f"{label or path}: cannot read its sessions: {error}") from error
+        self._dir = tempfile.TemporaryDirectory(prefix="adk-fastcompact-audit-")
+        copy = Path(self._dir.name) / "store.db"
+        shutil.copyfile(path, copy)
+        self._url = f"sqlite+aiosqlite:///{copy}"
+
+    def total(self) -> int | None:
+        return len(self._keys)
+
+    def sessions(self) -> Iterator[tuple[StoredSession | None, int]]:
+        import asyncio
+        import warnings
+
+        from google.adk.sessions.database_session_service import DatabaseSessionService
+
+        async def load(service: DatabaseSessionService, app: str, user: str, sid: str) -> Any:
+            return await service.get_session(app_name=app, user_id=user, session_id=sid)
+
+        with warnings.catch_warnings():
+            # google-adk warns that the schema is legacy, once per service.
+            warnings.simplefilter("ignore")
+            service = DatabaseSessionService(self._url)
+            loop = asyncio.new_event_loop()
+            try:
+                for app, user, sid in self._keys:
+                    try:
+                        session = loop.run_until_complete(load(service, app, user, sid))
+                    except Exception as error:  # reported per session, never aborts the scan
+                        reason = f"unreadable through google-adk's loader: {error}"
+                        yield StoredSession(app, user, sid, [], None, reason), 1
+                        continue
+                    events = [] if session is None else session.events
+                    rows: list[str | bytes] = [e.model_dump_json(exclude_none=True) for e in events]
+                    meta = [(e.id, e.invocation_id, e.timestamp) for e in events]
+                    yield StoredSession(app, user, sid, rows, meta), 1
+            finally:
+                loop.run_until_complete(service.db_engine.dispose())
+                loop.close()
+
+    def close(self) -> None:
+        self._dir.cleanup()
 
 
 # -- export ----------------------------------------------------------------------------
