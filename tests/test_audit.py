@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from adk_fastcompact import _audit
+from adk_fastcompact import _audit, _audit_stores
 from adk_fastcompact._cli import main
 from audit_scenarios import (
     SESSION,
@@ -344,11 +344,12 @@ def test_what_is_not_a_store_is_said_and_exits_2(
 @pytest.mark.parametrize(
     ("url", "message"),
     [
-        ("postgresql+asyncpg://user:secret@localhost/adk", "postgresql databases are not read"),
+        # Read through google-adk's DatabaseSessionService: no driver here.
+        ("postgresql+asyncpg://user:secret@localhost/adk", "(postgresql), read through"),
         ("sqlite+aiosqlite:///does/not/exist.db", "no such file"),
         ("sqlite://", "not a SQLite file URL"),
         ("not a url://x", "not a SQLAlchemy URL"),
-        ("nonsense://x", "nonsense databases are not read"),
+        ("nonsense://x", "cannot open it"),
     ],
 )
 def test_urls_the_audit_cannot_read_exit_2(
@@ -846,3 +847,34 @@ def test_the_legacy_pickled_schema_is_read_through_google_adks_loader(
     assert code == 1
     assert_finds(report, expected, cause="tied_timestamp")
     assert file_bytes(legacy) == before
+
+
+def test_a_database_url_is_read_through_google_adks_loader(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # What a PostgreSQL or MySQL URL gets (no server here): the service's
+    # own loader, on a DatabaseSessionService store on SQLite; it must find
+    # what the direct reader of that store finds.
+    db = tmp_path / "database.db"
+    url = f"sqlite+aiosqlite:///{db}"
+    expected = run_chat(
+        EventsCompactionConfig.model_validate(TIED), chat(10), mode=None, database_url=url, ties=2
+    )
+    filters = _audit.Filters()
+    settings = _audit.given_settings(
+        TIED["compaction_interval"],
+        TIED["overlap_size"],
+        TIED["token_threshold"],
+        TIED["event_retention_size"],
+    )
+    direct = _audit.run_audit(_audit.open_store(str(db), filters), settings, parallel=False)
+    store = _audit_stores.ServiceStore(url, filters, kind="database-url", description=url)
+    try:
+        through = _audit.run_audit(store, settings, parallel=False)
+    finally:
+        store.close()
+    assert [s.to_json()["hidden"] for s in through.sessions] == [
+        s.to_json()["hidden"] for s in direct.sessions
+    ]
+    assert expected.hidden, "the scenario no longer hides anything"
+    assert {h["id"] for s in through.sessions for h in s.to_json()["hidden"]} == expected.hidden

@@ -389,7 +389,7 @@ def open_store(spec: str, filters: Filters) -> Store:
         try:
             return SqliteStore(path, filters)
         except _LegacySchema:
-            return LegacyDatabaseStore(path, filters)
+            return ServiceStore.legacy_copy(path, filters)
     return JsonLinesStore(path, filters)
 
 
@@ -405,10 +405,15 @@ def _open_url(url: str, filters: Filters) -> Store:
         raise StoreError(f"{url}: not a SQLAlchemy URL ({error})") from error
     backend = parsed.get_backend_name()
     if backend != "sqlite":
-        raise StoreError(
-            f"{parsed.render_as_string(hide_password=True)}: {backend} databases are not "
-            "read directly yet; audit them through their service: --service "
-            "pkg.module:attr (a DatabaseSessionService) --export OUT.jsonl --app NAME"
+        shown = parsed.render_as_string(hide_password=True)
+        return ServiceStore(
+            url,
+            filters,
+            kind="database-url",
+            description=(
+                f"{shown}: DatabaseSessionService ({backend}), read through google-adk's "
+                "own loader; events as it loads them"
+            ),
         )
     database = parsed.database
     if not database or database == ":memory:" or database.startswith("file:"):
@@ -419,65 +424,92 @@ def _open_url(url: str, filters: Filters) -> Store:
     try:
         return SqliteStore(path, filters, label=url)
     except _LegacySchema:
-        return LegacyDatabaseStore(path, filters, label=url)
+        return ServiceStore.legacy_copy(path, filters, label=url)
 
 
-class LegacyDatabaseStore:
-    """A SQLite file of `DatabaseSessionService`'s legacy schema (each event
-    pickled column by column), read through google-adk's own loader: the
-    service is opened on a private copy of the file (it sets up its tables
-    when first used, which must not touch the store), and each session it
-    loads is handed on as its events' JSON, in the order it loads them.
-    Slower than the other readers (pydantic Events are built), as this
-    schema can only be read by unpickling it."""
+class ServiceStore:
+    """A `DatabaseSessionService` database read through google-adk's own
+    loader (`get_session`): a non-SQLite URL (PostgreSQL, MySQL, ...), or a
+    SQLite file of the legacy schema (each event pickled column by column),
+    which only unpickling can read. Each session it loads is handed on as
+    its events' JSON, in the order it loads them; pydantic Events are built,
+    so this reads at google-adk's speed.
 
-    kind = "database-legacy"
+    The service sets up its tables when first used (nothing to do on a
+    database it wrote; it would create what is missing): a SQLite file is
+    therefore read through a private copy, and a database URL should name
+    the real store."""
+
     order = ORDER_STORED
 
-    def __init__(self, path: Path, filters: Filters, *, label: str | None = None) -> None:
+    def __init__(self, url: str, filters: Filters, *, kind: str, description: str) -> None:
+        self.filters = filters
+        self.kind = kind
+        self.description = description
+        self._url = url
+        self._dir: Any = None
+
+    @classmethod
+    def legacy_copy(cls, path: Path, filters: Filters, *, label: str | None = None) -> ServiceStore:
+        """The legacy-schema SQLite file at `path`, read through a copy."""
         import shutil
         import tempfile
 
-        self.filters = filters
-        self.description = (
-            f"{label or path}: DatabaseSessionService (legacy pickled schema), read "
-            "through google-adk's own loader on a private copy; events as it loads them"
-        )
+        scratch = tempfile.TemporaryDirectory(prefix="adk-fastcompact-audit-")
+        copy = Path(scratch.name) / "store.db"
         try:
-            with sqlite3.connect(_ro_uri(path), uri=True) as db:
-                self._keys = [
-                    (str(app), str(user), str(sid))
-                    for app, user, sid in db.execute(
-                        "SELECT app_name, user_id, id FROM sessions ORDER BY rowid"
-                    )
-                    if filters.admit(str(app), str(user), str(sid))
-                ]
-        except sqlite3.Error as error:
-            raise StoreError(f"{label or path}: cannot read its sessions: {error}") from error
-        self._dir = tempfile.TemporaryDirectory(prefix="adk-fastcompact-audit-")
-        copy = Path(self._dir.name) / "store.db"
-        shutil.copyfile(path, copy)
-        self._url = f"sqlite+aiosqlite:///{copy}"
+            shutil.copyfile(path, copy)
+        except OSError as error:
+            scratch.cleanup()
+            raise StoreError(f"{label or path}: cannot copy it to read: {error}") from error
+        store = cls(
+            f"sqlite+aiosqlite:///{copy}",
+            filters,
+            kind="database-legacy",
+            description=(
+                f"{label or path}: DatabaseSessionService (legacy pickled schema), read "
+                "through google-adk's own loader on a private copy; events as it loads them"
+            ),
+        )
+        store._dir = scratch
+        return store
 
     def total(self) -> int | None:
-        return len(self._keys)
+        return None
 
     def sessions(self) -> Iterator[tuple[StoredSession | None, int]]:
         import asyncio
         import warnings
 
         from google.adk.sessions.database_session_service import DatabaseSessionService
+        from sqlalchemy import text
+
+        async def keys(service: DatabaseSessionService) -> list[tuple[str, str, str]]:
+            async with service.db_engine.connect() as conn:
+                rows = await conn.execute(text("SELECT app_name, user_id, id FROM sessions"))
+                return [(str(a), str(u), str(i)) for a, u, i in rows]
 
         async def load(service: DatabaseSessionService, app: str, user: str, sid: str) -> Any:
             return await service.get_session(app_name=app, user_id=user, session_id=sid)
 
         with warnings.catch_warnings():
-            # google-adk warns that the schema is legacy, once per service.
+            # google-adk warns that a legacy schema is legacy, once per service.
             warnings.simplefilter("ignore")
-            service = DatabaseSessionService(self._url)
+            try:
+                service = DatabaseSessionService(self._url)
+            except Exception as error:  # a missing driver, a bad URL: exit 2
+                raise StoreError(f"{self.description}: cannot open it: {error}") from error
             loop = asyncio.new_event_loop()
             try:
-                for app, user, sid in self._keys:
+                try:
+                    listed = loop.run_until_complete(keys(service))
+                except Exception as error:
+                    raise StoreError(
+                        f"{self.description}: cannot list its sessions: {error}"
+                    ) from error
+                for app, user, sid in listed:
+                    if not self.filters.admit(app, user, sid):
+                        continue
                     try:
                         session = loop.run_until_complete(load(service, app, user, sid))
                     except Exception as error:  # reported per session, never aborts the scan
@@ -493,7 +525,8 @@ class LegacyDatabaseStore:
                 loop.close()
 
     def close(self) -> None:
-        self._dir.cleanup()
+        if self._dir is not None:
+            self._dir.cleanup()
 
 
 # -- export ----------------------------------------------------------------------------
