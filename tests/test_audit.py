@@ -722,9 +722,12 @@ def test_jobs_bounds_the_analysis_threads(stores: dict[str, Any]) -> None:
     db, _ = stores["clean"]
     # The threads the interpreter does not know of are rayon's workers.
     script = (
-        "import os, sys, threading\n"
+        "import os, sys, threading, time\n"
         "from adk_fastcompact._cli import main\n"
         "code = main(sys.argv[1:])\n"
+        "# The audit's reader-side worker thread is joined; give the OS a\n"
+        "# moment to reap it before counting.\n"
+        "time.sleep(0.3)\n"
         "native = len(os.listdir('/proc/self/task')) - threading.active_count()\n"
         "print('threads', native, file=sys.stderr)\n"
     )
@@ -878,3 +881,26 @@ def test_a_database_url_is_read_through_google_adks_loader(
     ]
     assert expected.hidden, "the scenario no longer hides anything"
     assert {h["id"] for s in through.sessions for h in s.to_json()["hidden"]} == expected.hidden
+
+
+def test_overlapping_invocations_exported_from_memory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The exact-mode issue's overlapping run_async calls on one in-memory
+    # session, written by google-adk's own code: each invocation's copy
+    # lacks the other's events, and a summary is made while the other
+    # appends; what google-adk's prompt then loses, the audit finds.
+    from test_exact_mode import run as run_exact
+
+    config = EventsCompactionConfig(compaction_interval=2, overlap_size=0)
+    messages: list[str | tuple[str, ...]] = [
+        (f"<<u{k}>> first", f"<<u{k + 1}>> second") for k in range(1, 30, 2)
+    ]
+    plain = run_exact(config, messages, mode=None, delay=0.002, summary_delay=0.003)
+    expected = by_tags(plain.final, plain.plain_lost, plain.plain_duplicated)
+    assert expected.hidden, "the scenario no longer hides anything"
+    export = tmp_path / "overlap.jsonl"
+    export.write_text(export_line("exact", plain.final) + "\n")
+    code, report = audit(export, "--interval", "2", "--overlap", "0", capsys=capsys)
+    assert code == 1
+    assert_finds(report, expected)

@@ -23,6 +23,7 @@ from exact_llm import SUMMARY, TaggingLlm, event_tags, lookup, start_job, tags
 from google.adk.agents.llm_agent import LlmAgent
 from google.adk.apps.app import App, EventsCompactionConfig
 from google.adk.apps.llm_event_summarizer import LlmEventSummarizer
+from google.adk.events.event import Event
 from google.adk.flows.llm_flows.context import _contents
 from google.adk.runners import Runner
 from google.adk.sessions.in_memory_session_service import InMemorySessionService
@@ -55,6 +56,8 @@ class Run:
     plain_duplicated: set[str] = field(default_factory=set)
     compactions: int = 0
     records: int = 0
+    #: The final stored session's events.
+    final: list[Event] = field(default_factory=list)
 
     @property
     def lost(self) -> set[str]:
@@ -130,6 +133,7 @@ def run(
             # The final session, read by google-adk's own prompt assembly.
             adk_fastcompact.uninstall()
             final = _stored(service, app.name)
+            out.final = list(final.events)
             contents = _contents._get_contents(None, final.events, agent_name="root")
             dumped = [c.model_dump(mode="json", exclude_none=True) for c in contents]
             out.plain_lost, out.plain_duplicated = llm.ledger.check(dumped, stored)

@@ -315,23 +315,37 @@ pub struct Session<'a> {
     pub records: &'a [(usize, serde_json::Value)],
 }
 
-/// The stored events an invocation's own copy of the session held before
-/// position `k`: the events stored before its first one, its own, and
-/// every compaction; `None` when that is all of them (no other invocation's
-/// event stored in between). Returns the positions and those left out.
-fn copy_of(events: &[EventView], k: usize, maker: Sym) -> Option<(Vec<usize>, Vec<usize>)> {
-    let first = events[..k]
-        .iter()
-        .position(|e| e.invocation == Some(maker))?;
-    let (mut held, mut left) = ((0..first).collect::<Vec<_>>(), Vec::new());
-    for (q, e) in events.iter().enumerate().take(k).skip(first) {
-        if e.invocation == Some(maker) || e.compaction.is_some() {
-            held.push(q);
-        } else {
-            left.push(q);
+/// The stored events an invocation's own copy of the session may have held
+/// before position `k`: the events stored before its first one and its
+/// own, and either no compaction stored since (another invocation wrote
+/// it) or every one (it wrote them itself: a compaction event's invocation
+/// id does not tell). Only copies that leave something out are given, each
+/// with the positions it leaves out.
+fn copies_of(events: &[EventView], k: usize, maker: Sym) -> Vec<(Vec<usize>, Vec<usize>)> {
+    let Some(first) = events[..k].iter().position(|e| e.invocation == Some(maker)) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for keep_compactions in [false, true] {
+        let (mut held, mut left) = ((0..first).collect::<Vec<_>>(), Vec::new());
+        for (q, e) in events.iter().enumerate().take(k).skip(first) {
+            let kept = e.invocation == Some(maker) && e.compaction.is_none()
+                || keep_compactions && e.compaction.is_some();
+            if kept {
+                held.push(q);
+            } else {
+                left.push(q);
+            }
+        }
+        if !left.is_empty()
+            && !out
+                .iter()
+                .any(|(h, _): &(Vec<usize>, Vec<usize>)| *h == held)
+        {
+            out.push((held, left));
         }
     }
-    (!left.is_empty()).then_some((held, left))
+    out
 }
 
 /// Audits one session: `intern` gives the symbol of an invocation id (for
@@ -401,7 +415,7 @@ pub fn audit(
                 if let (Some(inv), None) = (events[q].invocation, events[q].compaction) {
                     if !makers.contains(&inv) && makers.len() < MAX_MAKERS {
                         makers.push(inv);
-                        tries.extend(copy_of(events, k, inv));
+                        tries.extend(copies_of(events, k, inv));
                     }
                 }
             }
