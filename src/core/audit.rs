@@ -572,12 +572,12 @@ fn stall(
     live: &[usize],
     settings: Settings,
 ) -> Option<(Trigger, Vec<usize>)> {
+    let unscoped: Vec<usize> = live
+        .iter()
+        .copied()
+        .filter(|&i| views[i].scope.is_none())
+        .collect();
     if let Some(cfg) = settings.sliding {
-        let unscoped: Vec<usize> = live
-            .iter()
-            .copied()
-            .filter(|&i| views[i].scope.is_none())
-            .collect();
         let due = window::sliding_window_candidates(views, &unscoped, cfg);
         if !due.is_empty() && window::sliding_window(views, ids, &unscoped, cfg).is_empty() {
             let raw = due
@@ -588,11 +588,6 @@ fn stall(
         }
     }
     if let Some(retention) = settings.retention {
-        let unscoped: Vec<usize> = live
-            .iter()
-            .copied()
-            .filter(|&i| views[i].scope.is_none())
-            .collect();
         let c = window::token_candidates(views, &unscoped);
         if c.candidates.len() > retention
             && window::token_threshold_selection(views, ids, &unscoped, retention)

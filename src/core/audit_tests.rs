@@ -24,6 +24,11 @@ fn compaction(t: f64, start: f64, end: f64) -> EventView {
     }
 }
 
+/// Invocations 1 (at 1.0 and 1.1) and 2 (at 2.0 and 2.1).
+fn two_invocations() -> Vec<EventView> {
+    vec![raw(1.0, 1), raw(1.1, 1), raw(2.0, 2), raw(2.1, 2)]
+}
+
 fn sliding(interval: usize, overlap: usize) -> Settings {
     Settings {
         sliding: Some(SlidingWindow { interval, overlap }),
@@ -63,13 +68,10 @@ fn run_with(
 fn an_ordinary_sliding_window_session_has_nothing_hidden() {
     // Two invocations of two events, summarized after the second.
     let events = [
-        raw(1.0, 1),
-        raw(1.1, 1),
-        raw(2.0, 2),
-        raw(2.1, 2),
-        compaction(2.2, 1.0, 2.1),
-        raw(3.0, 3),
-    ];
+        two_invocations(),
+        vec![compaction(2.2, 1.0, 2.1), raw(3.0, 3)],
+    ]
+    .concat();
     let a = run(&events, Order::Stored, sliding(2, 0));
     assert_eq!(a.compactions.len(), 1);
     assert_eq!(a.compactions[0].trigger, Some(Trigger::SlidingWindow));
@@ -83,13 +85,10 @@ fn an_event_appended_while_summarizing_inside_the_interval_is_hidden() {
     // Event 4 (another invocation, stamped 1.5) is stored after the
     // selection over events 0-3 and before the compaction.
     let events = [
-        raw(1.0, 1),
-        raw(1.1, 1),
-        raw(2.0, 2),
-        raw(2.1, 2),
-        raw(1.5, 7),
-        compaction(2.2, 1.0, 2.1),
-    ];
+        two_invocations(),
+        vec![raw(1.5, 7), compaction(2.2, 1.0, 2.1)],
+    ]
+    .concat();
     let a = run(&events, Order::Stored, sliding(2, 0));
     assert_eq!(a.compactions[0].selected_over, 4);
     assert_eq!(
@@ -107,13 +106,10 @@ fn a_next_question_stamped_on_the_interval_end_is_hidden_as_tied() {
     // Event 5 (the next invocation) is stamped in the tick the summary
     // ends on and stored after it: google-adk's interval hides it.
     let events = [
-        raw(1.0, 1),
-        raw(1.1, 1),
-        raw(2.0, 2),
-        raw(2.1, 2),
-        compaction(2.2, 1.0, 2.1),
-        raw(2.1, 3),
-    ];
+        two_invocations(),
+        vec![compaction(2.2, 1.0, 2.1), raw(2.1, 3)],
+    ]
+    .concat();
     let a = run(&events, Order::Stored, sliding(2, 0));
     assert_eq!(
         a.hidden,
@@ -209,13 +205,7 @@ fn another_invocation_s_event_the_maker_s_copy_lacked_is_unseen() {
 
 #[test]
 fn a_rolling_token_summary_stands_for_its_seed_s_events() {
-    let events = [
-        raw(1.0, 1),
-        raw(1.1, 1),
-        raw(2.0, 2),
-        raw(2.1, 2),
-        raw(3.0, 3),
-    ];
+    let events = [two_invocations(), vec![raw(3.0, 3)]].concat();
     let retention = Settings {
         sliding: None,
         retention: Some(1),
@@ -317,14 +307,7 @@ fn an_event_of_another_scope_inside_the_interval_is_told_by_its_scope() {
     // isolation scope stamped inside it, stored after it.
     let mut scoped = raw(1.5, 3);
     scoped.scope = Some(9);
-    let events = [
-        raw(1.0, 1),
-        raw(1.1, 1),
-        raw(2.0, 2),
-        raw(2.1, 2),
-        compaction(2.2, 1.0, 2.1),
-        scoped,
-    ];
+    let events = [two_invocations(), vec![compaction(2.2, 1.0, 2.1), scoped]].concat();
     let a = run(&events, Order::Stored, sliding(2, 0));
     assert!(a.compactions[0].known);
     assert_eq!(

@@ -134,23 +134,14 @@ impl<'de: 'a, 'a> Deserialize<'de> for Keys<'a> {
             }
             fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Keys<'a>, M::Error> {
                 let mut keys = Vec::new();
-                while let Some(key) = map.next_key::<CowStr<'a>>()? {
+                while let Some(key) = map.next_key::<Cow<'a, str>>()? {
                     map.next_value::<IgnoredAny>()?;
-                    keys.push(key.0);
+                    keys.push(key);
                 }
                 Ok(Keys(keys))
             }
         }
         d.deserialize_map(KeysVisitor(std::marker::PhantomData))
-    }
-}
-
-/// A string borrowed from the document where it holds no escape.
-struct CowStr<'a>(Cow<'a, str>);
-
-impl<'de: 'a, 'a> Deserialize<'de> for CowStr<'a> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Cow::<'a, str>::deserialize(d).map(CowStr)
     }
 }
 
@@ -214,7 +205,7 @@ impl StoredSession {
             .map_err(|_| (0, StoredError::TooManyIds))?;
         for (i, json) in events.iter().enumerate() {
             let event = parse(json.as_ref()).map_err(|e| (i, e))?;
-            s.push(i, &event, empty).map_err(|e| (i, e))?;
+            s.push(i, event, empty).map_err(|e| (i, e))?;
         }
         Ok(s)
     }
@@ -231,7 +222,7 @@ impl StoredSession {
         }
     }
 
-    fn push(&mut self, i: usize, e: &StoredEvent<'_>, empty: Sym) -> Result<(), StoredError> {
+    fn push(&mut self, i: usize, e: StoredEvent<'_>, empty: Sym) -> Result<(), StoredError> {
         let timestamp = e.timestamp.ok_or(StoredError::Timestamp)?;
         let mut view = EventView {
             ident: i as u64,
@@ -322,7 +313,7 @@ impl StoredSession {
         self.views.push(view);
         self.event_ids.push(e.id.as_deref().map(str::to_owned));
         self.has_parts.push(!parts.is_empty());
-        if let Some(record) = e.custom_metadata.as_ref().and_then(|m| m.record.clone()) {
+        if let Some(record) = e.custom_metadata.and_then(|m| m.record) {
             self.records.push((i, record));
         }
         Ok(())

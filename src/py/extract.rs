@@ -34,6 +34,13 @@ pub fn model_dict<'py>(
     if !model.accepts(&obj.get_type()) {
         return Err(Outcome::Decline(what));
     }
+    instance_dict(obj)?.ok_or(Outcome::Decline(what))
+}
+
+/// The instance `__dict__` of `obj` (created if needed); `None` when it is
+/// not a `dict`.
+#[inline]
+pub fn instance_dict<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyDict>>> {
     // SAFETY: `obj` is a live object; PyObject_GenericGetDict returns a new
     // reference to its instance dict (creating it if needed) or NULL with an
     // exception set.
@@ -43,8 +50,7 @@ pub fn model_dict<'py>(
             ffi::PyObject_GenericGetDict(obj.as_ptr(), std::ptr::null_mut()),
         )
     }?;
-    dict.cast_into::<PyDict>()
-        .map_err(|_| Outcome::Decline(what))
+    Ok(dict.cast_into::<PyDict>().ok())
 }
 
 /// The instance `__dict__` of `obj` when it is exactly an `Event`.

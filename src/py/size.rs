@@ -12,55 +12,63 @@
 //! not valid UTF-8) answers `None` and the caller serializes it.
 
 use super::classes::types;
+use super::extract::instance_dict;
 use crate::core::json_size::{bool_len, container_len, member_len, string_len};
-use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyList, PyString};
+use pyo3::types::{PyBool, PyList, PyString};
 
-/// The instance `__dict__` of a pydantic model instance.
-fn instance_dict<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
-    // SAFETY: `obj` is a live object; PyObject_GenericGetDict returns a new
-    // reference to its instance dict (creating it if needed) or NULL with an
-    // exception set.
-    let dict = unsafe {
-        Bound::from_owned_ptr_or_err(
-            obj.py(),
-            ffi::PyObject_GenericGetDict(obj.as_ptr(), std::ptr::null_mut()),
-        )
-    }?;
-    Ok(dict.cast_into::<PyDict>()?)
-}
-
-/// The characters of `part`'s JSON, or `None` where it holds a field this
-/// sizing does not know how pydantic writes.
-fn part_len(part: &Bound<'_, PyAny>) -> PyResult<Option<usize>> {
-    let t = types(part.py())?;
-    if !t.part.is_library(&part.get_type()) {
+/// The characters of a model instance's JSON with `None` fields left out,
+/// each other field written in `field(name, value)` characters; `None`
+/// where `field` answers `None` (a field this sizing does not know how
+/// pydantic writes) or the instance has no plain dict.
+fn object_len(
+    obj: &Bound<'_, PyAny>,
+    mut field: impl FnMut(&str, &Bound<'_, PyAny>) -> PyResult<Option<usize>>,
+) -> PyResult<Option<usize>> {
+    let Some(dict) = instance_dict(obj)? else {
         return Ok(None);
-    }
+    };
     let (mut n, mut inner) = (0usize, 0usize);
-    for (key, value) in instance_dict(part)?.iter() {
+    for (key, value) in dict.iter() {
         if value.is_none() {
             continue;
         }
         let Ok(key) = key.cast_exact::<PyString>() else {
             return Ok(None);
         };
-        let value = match key.to_str()? {
-            "text" => match value.cast_exact::<PyString>().map(|s| s.to_str()) {
-                Ok(Ok(s)) => string_len(s),
-                _ => return Ok(None),
-            },
-            "thought" => match value.cast_exact::<PyBool>() {
-                Ok(b) => bool_len(b.is_true()),
-                Err(_) => return Ok(None),
-            },
-            _ => return Ok(None),
+        let key = key.to_str()?;
+        let Some(len) = field(key, &value)? else {
+            return Ok(None);
         };
         n += 1;
-        inner += member_len(key.to_str()?, value);
+        inner += member_len(key, len);
     }
     Ok(Some(container_len(n, inner)))
+}
+
+/// The characters of an exact `str`, `None` for anything else (or a string
+/// that is not valid UTF-8).
+fn str_len(value: &Bound<'_, PyAny>) -> Option<usize> {
+    let s = value.cast_exact::<PyString>().ok()?;
+    s.to_str().ok().map(string_len)
+}
+
+/// The characters of `part`'s JSON, or `None` where it holds a field this
+/// sizing does not know how pydantic writes.
+fn part_len(part: &Bound<'_, PyAny>) -> PyResult<Option<usize>> {
+    if !types(part.py())?.part.is_library(&part.get_type()) {
+        return Ok(None);
+    }
+    object_len(part, |key, value| {
+        Ok(match key {
+            "text" => str_len(value),
+            "thought" => value
+                .cast_exact::<PyBool>()
+                .ok()
+                .map(|b| bool_len(b.is_true())),
+            _ => None,
+        })
+    })
 }
 
 /// The characters of `content`'s JSON as google-adk weighs it (0 for
@@ -69,42 +77,26 @@ pub fn content_len(content: &Bound<'_, PyAny>) -> PyResult<Option<usize>> {
     if content.is_none() {
         return Ok(Some(0));
     }
-    let t = types(content.py())?;
-    if !t.content.is_library(&content.get_type()) {
+    if !types(content.py())?.content.is_library(&content.get_type()) {
         return Ok(None);
     }
-    let (mut n, mut inner) = (0usize, 0usize);
-    for (key, value) in instance_dict(content)?.iter() {
-        if value.is_none() {
-            continue;
-        }
-        let Ok(key) = key.cast_exact::<PyString>() else {
-            return Ok(None);
-        };
-        let value = match key.to_str()? {
-            "role" => match value.cast_exact::<PyString>().map(|s| s.to_str()) {
-                Ok(Ok(s)) => string_len(s),
-                _ => return Ok(None),
-            },
-            "parts" => {
-                let Ok(parts) = value.cast_exact::<PyList>() else {
-                    return Ok(None);
-                };
-                let mut items = 0usize;
-                for part in parts.iter() {
-                    match part_len(&part)? {
-                        Some(len) => items += len,
-                        None => return Ok(None),
-                    }
+    object_len(content, |key, value| match key {
+        "role" => Ok(str_len(value)),
+        "parts" => {
+            let Ok(parts) = value.cast_exact::<PyList>() else {
+                return Ok(None);
+            };
+            let mut items = 0usize;
+            for part in parts.iter() {
+                match part_len(&part)? {
+                    Some(len) => items += len,
+                    None => return Ok(None),
                 }
-                container_len(parts.len(), items)
             }
-            _ => return Ok(None),
-        };
-        n += 1;
-        inner += member_len(key.to_str()?, value);
-    }
-    Ok(Some(container_len(n, inner)))
+            Ok(Some(container_len(parts.len(), items)))
+        }
+        _ => Ok(None),
+    })
 }
 
 /// `len(content.model_dump_json(exclude_none=True, fallback=str))` for a
