@@ -45,14 +45,23 @@ PROG = "python -m adk_fastcompact"
 CONSOLE_SCRIPT = "adk-fastcompact"
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
+def _int_from(lowest: int) -> Callable[[str], int]:
+    """An argparse type: an integer of at least `lowest`."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if value < lowest:
+            raise argparse.ArgumentTypeError(f"must be >= {lowest}, got {value}")
+        return value
+
+    return parse
+
+
+_positive_int = _int_from(1)
+_count = _int_from(0)
 
 
 def _sizes(text: str) -> list[int]:
@@ -162,16 +171,6 @@ def _parser(prog: str = PROG) -> argparse.ArgumentParser:
         ),
     )
     return parser
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
 
 
 def _audit_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
