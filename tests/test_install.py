@@ -192,25 +192,48 @@ def test_exact_mode_binds_its_own_functions_and_uninstalls_cleanly(
 
 @pytest.fixture
 def other_adk_version(monkeypatch: pytest.MonkeyPatch) -> str:
+    """A version string google-adk never released, on 2.13.0's code."""
     real = importlib.metadata.version
 
     def version(name: str) -> str:
-        return "2.12.0" if name.lower().replace("_", "-") == "google-adk" else real(name)
+        return "2.13.7" if name.lower().replace("_", "-") == "google-adk" else real(name)
 
     monkeypatch.setattr(importlib.metadata, "version", version)
-    return "2.12.0"
+    return "2.13.7"
 
 
-def test_unsupported_version_warns_and_changes_nothing(
+def test_a_version_string_alone_changes_nothing(
     originals: Snapshot, other_adk_version: str
 ) -> None:
-    with pytest.warns(fc.UnsupportedAdkVersionWarning, match=other_adk_version):
-        assert fc.install() is False
+    # The family is recognised by its code: a patch release that leaves the
+    # replaced functions alone is accelerated as its family is.
+    assert fc.family()["version"] == other_adk_version
+    assert fc.install(strict=True) is True
+    fc.uninstall()
     assert_untouched(originals)
 
 
-def test_unsupported_version_strict_raises(originals: Snapshot, other_adk_version: str) -> None:
-    with pytest.raises(fc.UnsupportedAdkVersionError, match=other_adk_version):
+@pytest.fixture
+def unreproduced_family(monkeypatch: pytest.MonkeyPatch) -> str:
+    """The installed family, recorded but without a profile."""
+    from adk_fastcompact import _families
+
+    label = fc.family()["family"]
+    monkeypatch.setattr(_families, "PROFILES", {})
+    return label
+
+
+def test_unreproduced_family_warns_and_changes_nothing(
+    originals: Snapshot, unreproduced_family: str
+) -> None:
+    with pytest.warns(fc.UnsupportedAdkVersionWarning, match=unreproduced_family):
+        assert fc.install() is False
+    assert fc.installed() is None
+    assert_untouched(originals)
+
+
+def test_unreproduced_family_strict_raises(originals: Snapshot, unreproduced_family: str) -> None:
+    with pytest.raises(fc.UnsupportedAdkVersionError, match="leaves to google-adk's own code"):
         fc.install(strict=True)
     assert_untouched(originals)
 
@@ -234,8 +257,8 @@ def test_every_adk_module_in_a_fresh_interpreter() -> None:
         import adk_fastcompact as fc
         from adk_fastcompact import _reference as ref
 
-        originals = {id(ref.original(name)) for name in fc._patch._REPLACEMENTS}
-        ours = {id(fc._patch.replacement(name)) for name in fc._patch._REPLACEMENTS}
+        originals = {id(ref.original(name)) for name in fc._patch.replacements("parity")}
+        ours = {id(fc._patch.replacement(name)) for name in fc._patch.replacements("parity")}
 
         def bound(ids):
             return sorted(
@@ -282,7 +305,7 @@ def _call_error(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> str:
     return str(raised.value)
 
 
-@pytest.mark.parametrize("name", list(_patch._REPLACEMENTS))
+@pytest.mark.parametrize("name", list(_patch.replacements("parity")))
 def test_replacements_carry_the_replaced_names_and_errors(name: str) -> None:
     original = fc._reference.original(name)
     bound = _patch.replacement(name)
@@ -302,7 +325,7 @@ def test_replacements_carry_the_replaced_names_and_errors(name: str) -> None:
     ):
         assert _call_error(bound, *args, **kwargs) == _call_error(original, *args, **kwargs)
     # Our own public function keeps its own name; the bound one runs its code.
-    ours = _patch._REPLACEMENTS[name]
+    ours = _patch.replacements("parity")[name]
     assert ours.__name__ == name
     assert bound.__code__.co_code == ours.__code__.co_code
     assert bound.__globals__ is ours.__globals__

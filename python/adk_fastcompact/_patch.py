@@ -13,7 +13,6 @@ replacement too.
 from __future__ import annotations
 
 import importlib
-import importlib.metadata
 import sys
 import threading
 import types
@@ -21,56 +20,109 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from . import _compaction, _exact_mode, _filtering, _native, _reference
+from . import _families, _native, _reference
 
-#: google-adk versions whose pure-Python behaviour this release reproduces.
-SUPPORTED_ADK_VERSIONS: tuple[str, ...] = ("2.13.0",)
+#: The google-adk releases whose behaviour family this release reproduces
+#: (the releases recorded for each family it has a profile for; a release
+#: not listed whose replaced functions are identical is accepted too).
+SUPPORTED_ADK_VERSIONS: tuple[str, ...] = tuple(
+    version for fam in _families.families() if fam.profile is not None for version in fam.releases
+)
 
 #: Modes `install()` accepts.
 MODES: tuple[str, ...] = ("parity", "exact")
 
-# our name -> replacement (parity mode); the originals come from `_reference`.
-_REPLACEMENTS: dict[str, Callable[..., Any]] = {
-    "apply_rewinds": _filtering.apply_rewinds,
-    "get_compaction_ranges": _filtering.get_compaction_ranges,
-    "process_compaction_events": _filtering.process_compaction_events,
-    "recover_compacted_function_calls": _filtering.recover_compacted_function_calls,
-    "prompt_chars_saved": _compaction.prompt_chars_saved,
-    "run_compaction_for_sliding_window": _compaction.run_compaction_for_sliding_window,
-    "run_compaction_for_token_threshold_config": (
-        _compaction.run_compaction_for_token_threshold_config
-    ),
-}
 
-# What exact mode binds instead; the other names keep parity's.
-_EXACT: dict[str, Callable[..., Any]] = {
-    "process_compaction_events": _exact_mode.process_compaction_events,
-    "prompt_chars_saved": _exact_mode.prompt_chars_saved,
-    "run_compaction_for_sliding_window": _exact_mode.run_compaction_for_sliding_window,
-    "run_compaction_for_token_threshold_config": (
-        _exact_mode.run_compaction_for_token_threshold_config
-    ),
-}
+def _parity() -> dict[str, Callable[..., Any]]:
+    from . import _compaction, _filtering
+
+    return {
+        "apply_rewinds": _filtering.apply_rewinds,
+        "get_compaction_ranges": _filtering.get_compaction_ranges,
+        "process_compaction_events": _filtering.process_compaction_events,
+        "recover_compacted_function_calls": _filtering.recover_compacted_function_calls,
+        "prompt_chars_saved": _compaction.prompt_chars_saved,
+        "run_compaction_for_sliding_window": _compaction.run_compaction_for_sliding_window,
+        "run_compaction_for_token_threshold_config": (
+            _compaction.run_compaction_for_token_threshold_config
+        ),
+    }
+
+
+def _exact() -> dict[str, Callable[..., Any]]:
+    """What exact mode binds instead; the other names keep parity's."""
+    from . import _exact_mode
+
+    return {
+        "process_compaction_events": _exact_mode.process_compaction_events,
+        "prompt_chars_saved": _exact_mode.prompt_chars_saved,
+        "run_compaction_for_sliding_window": _exact_mode.run_compaction_for_sliding_window,
+        "run_compaction_for_token_threshold_config": (
+            _exact_mode.run_compaction_for_token_threshold_config
+        ),
+    }
 
 
 def replacements(mode: str) -> dict[str, Callable[..., Any]]:
-    """Our name -> the function `install(mode)` binds in google-adk's place."""
-    return {**_REPLACEMENTS, **_EXACT} if mode == "exact" else dict(_REPLACEMENTS)
+    """Our name -> the function `install(mode)` binds in google-adk's place,
+    for the replaced functions the installed family has."""
+    chosen = {**_parity(), **_exact()} if mode == "exact" else _parity()
+    present = _reference.locations()
+    return {name: fn for name, fn in chosen.items() if name in present}
 
 
-# Modules of google-adk 2.13.0 that bind one of the names at import time.
-# They are imported before patching so that none is missed.
-_BINDING_MODULES: tuple[str, ...] = (
-    "google.adk.events._rewind_events",
-    "google.adk.apps.compaction",
-    "google.adk.flows.llm_flows.context._compaction",
-    "google.adk.flows.llm_flows.context._contents",
-    "google.adk.flows.llm_flows.contents",
-    "google.adk.runners",
-    "google.adk.agents._agent_router",
-    "google.adk.tools.model_consult._context",
-    "google.adk.workflow.utils._replay_manager",
-)
+def _refusal(found: _families.Recognition, mode: str) -> str | None:
+    """Why `install(mode)` must leave the installed google-adk alone, or None."""
+    version = found.version
+    fam = found.family
+    if fam is None:
+        return (
+            f"google-adk {version} has none of the compaction functions adk-fastcompact"
+            " replaces; google-adk was left unchanged"
+        )
+    if found.changed:
+        return (
+            f"google-adk {version} changes {', '.join(found.changed)} from the code of the"
+            f" {fam.label} family; adk-fastcompact reproduces only recorded code, so"
+            " google-adk was left unchanged"
+        )
+    covered = sorted({f.label for f in _families.families() if f.profile is not None}, reverse=True)
+    if fam.profile is None:
+        return (
+            f"google-adk {version} belongs to the {fam.label} family, which this release of"
+            f" adk-fastcompact leaves to google-adk's own code (it reproduces: "
+            f"{'; '.join(covered) or 'none'}); google-adk was left unchanged"
+        )
+    if mode == "exact" and fam.profile != _families.EXACT_PROFILE:
+        return (
+            f"exact mode is built on the google-adk {_families.EXACT_PROFILE} family, but"
+            f" google-adk {version} belongs to the {fam.label} family: use"
+            " install(mode='parity') or upgrade google-adk; google-adk was left unchanged"
+        )
+    return None
+
+
+def family() -> dict[str, Any]:
+    """The installed google-adk's behaviour family, as `install()` sees it.
+
+    Returns:
+      `version` (google-adk's), `family` (a label such as
+      "google-adk 2.8.0 to 2.9.2", or None), `releases` (the recorded
+      releases of that family), `profile` (the profile this release
+      reproduces it with, or None), `changed` (functions whose code differs
+      from the family's, `module.name`; empty when recognised) and
+      `supported` (whether `install()` accelerates it in parity mode).
+    """
+    found = _families.recognise()
+    fam = found.family
+    return {
+        "version": found.version,
+        "family": None if fam is None else fam.label,
+        "releases": () if fam is None else fam.releases,
+        "profile": None if fam is None else fam.profile,
+        "changed": found.changed,
+        "supported": _refusal(found, "parity") is None,
+    }
 
 
 class UnsupportedAdkVersionWarning(RuntimeWarning):
@@ -87,11 +139,6 @@ _patched: list[tuple[Any, str, Callable[..., Any]]] = []
 _mode: str | None = None
 
 
-def adk_version() -> str:
-    """The installed google-adk version."""
-    return importlib.metadata.version("google-adk")
-
-
 def rebind(
     replacements: dict[int, tuple[Callable[..., Any], Callable[..., Any]]],
 ) -> list[tuple[Any, str, Callable[..., Any]]]:
@@ -104,7 +151,7 @@ def rebind(
     Returns:
       `(module, attribute, function)` per replaced binding, to undo them.
     """
-    for name in _BINDING_MODULES:
+    for name in _reference.binding_modules():
         importlib.import_module(name)
     done: list[tuple[Any, str, Callable[..., Any]]] = []
     for module_name, module in list(sys.modules.items()):
@@ -155,7 +202,7 @@ _bound: dict[tuple[str, str], Callable[..., Any]] = {}
 
 def replacement(name: str, mode: str = "parity") -> Callable[..., Any]:
     """What `install(mode)` binds in place of google-adk's function `name`
-    (our name, a key of `_REPLACEMENTS`): our function under the replaced
+    (our name, a key of `replacements(mode)`): our function under the replaced
     one's names (`as_replaced`), made at first use and kept, so that every
     install binds the same object and `unpatch` recognises it."""
     key = (mode, name)
@@ -184,12 +231,8 @@ def install(mode: str = "parity", *, strict: bool = False) -> bool:
     global _mode
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES!r}, not {mode!r}")
-    version = adk_version()
-    if version not in SUPPORTED_ADK_VERSIONS:
-        message = (
-            f"adk-fastcompact reproduces google-adk {', '.join(SUPPORTED_ADK_VERSIONS)}"
-            f" but google-adk {version} is installed; google-adk was left unchanged"
-        )
+    message = _refusal(_families.recognise(), mode)
+    if message is not None:
         if strict:
             raise UnsupportedAdkVersionError(message)
         warnings.warn(message, UnsupportedAdkVersionWarning, stacklevel=2)
@@ -200,7 +243,7 @@ def install(mode: str = "parity", *, strict: bool = False) -> bool:
                 raise ValueError(f"already installed in mode {_mode!r}; uninstall first")
             return True
         originals = {}
-        for name in _REPLACEMENTS:
+        for name in replacements(mode):
             orig = _reference.original(name)
             originals[id(orig)] = (orig, replacement(name, mode))
         _patched.extend(rebind(originals))

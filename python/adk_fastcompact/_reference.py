@@ -4,7 +4,9 @@ They are resolved from their defining modules on first use and remembered,
 so they stay reachable after `install()` rebinds the names. They serve as the
 documented fallback for inputs the Rust core declines (NaN ordering keys,
 objects that are not plain google-adk models) and as the benchmark baseline.
-On a google-adk version without one of them, asking for it raises ImportError
+Where each lives is the recognised behaviour family's (`_families`): the
+same function moved between modules over google-adk's releases. On a
+google-adk version without one of them, asking for it raises ImportError
 naming the missing function; importing this package still works, and
 `install()` refuses such versions on its own.
 """
@@ -15,7 +17,10 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
-# our name -> (defining google-adk module, private name)
+from . import _families
+
+# our name -> (defining google-adk module, private name) in google-adk 2.13,
+# where the installed google-adk's family is not recognised.
 LOCATIONS: dict[str, tuple[str, str]] = {
     "apply_rewinds": ("google.adk.events._rewind_events", "_apply_rewinds"),
     "get_compaction_ranges": ("google.adk.apps.compaction", "_get_compaction_ranges"),
@@ -41,18 +46,41 @@ LOCATIONS: dict[str, tuple[str, str]] = {
 _resolved: dict[str, Callable[..., Any]] = {}
 
 
+def locations() -> dict[str, tuple[str, str]]:
+    """Our name -> (module, private name) of the replaced functions the
+    installed google-adk has: its family's, or 2.13's where the family is
+    not recognised."""
+    found = _families.recognise()
+    if found.family is None or found.changed:
+        return dict(LOCATIONS)
+    return {
+        name: (module, _families.NAMES[name]) for name, module in found.family.locations.items()
+    }
+
+
+def binding_modules() -> tuple[str, ...]:
+    """The modules to import before rebinding: the defining modules of the
+    replaced functions and those that bind one by name at import time."""
+    found = _families.recognise()
+    fam = found.family
+    if fam is None:
+        return ()
+    return tuple(dict.fromkeys([*sorted(set(fam.locations.values())), *fam.binders]))
+
+
 def original(name: str) -> Callable[..., Any]:
     """google-adk's own implementation of `name` (one of `LOCATIONS`)."""
     fn = _resolved.get(name)
     if fn is not None:
         return fn
-    module_name, attr = LOCATIONS[name]
+    where = locations().get(name)
+    if where is None:
+        raise ImportError(f"the installed google-adk has no function adk-fastcompact calls {name}")
+    module_name, attr = where
     try:
         fn = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:
-        raise ImportError(
-            f"google-adk has no {module_name}.{attr}; adk-fastcompact reproduces google-adk 2.13.0"
-        ) from exc
+        raise ImportError(f"google-adk has no {module_name}.{attr}") from exc
     if getattr(fn, "__module__", "").startswith("adk_fastcompact"):
         raise ImportError(f"{module_name}.{attr} is already replaced by adk-fastcompact")
     _resolved[name] = fn

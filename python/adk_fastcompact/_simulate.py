@@ -19,7 +19,7 @@ binds under their names (its originals, or ours after `install()`):
 `_run_compaction_for_sliding_window`,
 `_run_compaction_for_token_threshold_config`, `_prompt_chars_saved`,
 `_apply_rewinds`, `_get_compaction_ranges`, `_process_compaction_events` and
-`_recover_compacted_function_calls` (`_reference.LOCATIONS`). Every binding
+`_recover_compacted_function_calls` (`_reference.locations()`). Every binding
 of them in a loaded google-adk module is wrapped, so the calls google-adk
 makes by name, by module attribute or through a function-local import are all
 timed; nested calls count once (the outermost call is timed). The
@@ -197,7 +197,7 @@ def time_bindings(watch: Stopwatch) -> Callable[[], None]:
     only restores bindings that are still ours).
     """
     targets: dict[int, tuple[Callable[..., Any], Callable[..., Any]]] = {}
-    for module_name, attr in _reference.LOCATIONS.values():
+    for module_name, attr in _reference.locations().values():
         function = getattr(importlib.import_module(module_name), attr)
         targets[id(function)] = (function, _timed(function, watch))
     patched = _patch.rebind(targets)

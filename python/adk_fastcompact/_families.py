@@ -1,0 +1,156 @@
+"""google-adk's behaviour families, recognised by fingerprint.
+
+A family is a run of google-adk releases whose replaced functions (and the
+module-level helpers they reach) have identical code (`_fingerprint`).
+`tests/families/record.py` records every release's fingerprints in
+`_family_table.py`; `recognise()` fingerprints the installed google-adk the
+same way and finds its family, so a release that leaves these functions
+alone is recognised with no new release of this package, and one that
+changes any of them is named function by function.
+
+Nothing here imports google-adk's modules: the sources are read and parsed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib.metadata
+
+from . import _fingerprint
+from ._family_table import FAMILIES
+
+#: Our name -> google-adk's private name of every function this package
+#: may replace (which of them a family has is in its `locations`).
+NAMES: dict[str, str] = {
+    "apply_rewinds": "_apply_rewinds",
+    "get_compaction_ranges": "_get_compaction_ranges",
+    "process_compaction_events": "_process_compaction_events",
+    "recover_compacted_function_calls": "_recover_compacted_function_calls",
+    "prompt_chars_saved": "_prompt_chars_saved",
+    "run_compaction_for_sliding_window": "_run_compaction_for_sliding_window",
+    "run_compaction_for_token_threshold_config": "_run_compaction_for_token_threshold_config",
+}
+
+#: The family profiles this release reproduces, by the family's first
+#: release. A profile names the decisions of the Rust core and the Python
+#: control flow used for that family.
+PROFILES: dict[str, str] = {
+    "2.13.0": "2.13",
+}
+
+#: The profile exact mode is built on.
+EXACT_PROFILE = "2.13"
+
+
+@dataclasses.dataclass(frozen=True)
+class Family:
+    """A recorded behaviour family."""
+
+    releases: tuple[str, ...]
+    #: our name -> defining module, for the replaced functions it has.
+    locations: dict[str, str]
+    #: module -> {function or helper -> digest}.
+    prints: dict[str, dict[str, str]]
+    #: modules that bind a replaced function by name at import time.
+    binders: tuple[str, ...]
+
+    @property
+    def label(self) -> str:
+        first, last = self.releases[0], self.releases[-1]
+        return f"google-adk {first}" if first == last else f"google-adk {first} to {last}"
+
+    @property
+    def profile(self) -> str | None:
+        """The profile this release reproduces it with, or None."""
+        return PROFILES.get(self.releases[0])
+
+    def roots(self, module: str) -> list[str]:
+        """google-adk's names of the replaced functions `module` defines."""
+        return sorted(NAMES[ours] for ours, where in self.locations.items() if where == module)
+
+
+@functools.cache
+def families() -> tuple[Family, ...]:
+    """Every recorded family, oldest first."""
+    return tuple(
+        Family(
+            releases=tuple(f["releases"]),
+            locations=dict(f["locations"]),
+            prints={m: dict(p) for m, p in f["prints"].items()},
+            binders=tuple(f["binders"]),
+        )
+        for f in FAMILIES
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Recognition:
+    """What `recognise()` found for the installed google-adk."""
+
+    version: str
+    #: The family whose fingerprints the installed code has, or the nearest
+    #: one (most equal fingerprints) when `changed` is not empty.
+    family: Family | None
+    #: Functions (`module.name`) whose code differs from `family`'s.
+    changed: tuple[str, ...] = ()
+
+    @property
+    def matched(self) -> bool:
+        return self.family is not None and not self.changed
+
+
+def installed_prints(family: Family) -> dict[str, dict[str, str] | None]:
+    """The installed google-adk's fingerprints of what `family` records."""
+    return {
+        module: _installed(module, tuple(family.roots(module)) or tuple(recorded))
+        for module, recorded in family.prints.items()
+    }
+
+
+@functools.cache
+def _installed(module: str, roots: tuple[str, ...]) -> dict[str, str] | None:
+    return _fingerprint.fingerprints(module, roots)
+
+
+def _differences(family: Family) -> tuple[int, tuple[str, ...]]:
+    """(equal fingerprints, changed functions) of the installed code."""
+    equal = 0
+    changed: list[str] = []
+    for module, found in installed_prints(family).items():
+        recorded = family.prints[module]
+        if found is None:
+            changed.extend(f"{module}.{name}" for name in family.roots(module))
+            continue
+        for name in sorted(set(recorded) | set(found)):
+            if recorded.get(name) == found.get(name):
+                equal += 1
+            else:
+                changed.append(f"{module}.{name}")
+    return equal, tuple(changed)
+
+
+def adk_version() -> str:
+    """The installed google-adk's version string."""
+    return importlib.metadata.version("google-adk")
+
+
+def recognise() -> Recognition:
+    """The family of the installed google-adk (never raises for a missing
+    module or unreadable source: those count as changed)."""
+    version = adk_version()
+    best: tuple[int, Family, tuple[str, ...]] | None = None
+    for family in reversed(families()):
+        equal, changed = _differences(family)
+        if not changed:
+            return Recognition(version, family)
+        if equal and (best is None or equal > best[0]):
+            best = (equal, family, changed)
+    if best is None:
+        return Recognition(version, None)
+    return Recognition(version, best[1], best[2])
+
+
+def clear() -> None:
+    """Forgets the fingerprints taken (for tests that edit google-adk)."""
+    _installed.cache_clear()
