@@ -13,11 +13,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from google.adk.apps import compaction as _apps_compaction
-from google.adk.events import _rewind_events
+import pytest
+from adk_fastcompact import _families, _reference
 from google.adk.events.event import Event
-from google.adk.flows.llm_flows.context import _compaction
 from google.adk.platform import uuid as platform_uuid
+
+PROFILE = _families.active()
+"""The installed google-adk's family profile: what the tests expect of
+google-adk where they do not ask google-adk itself."""
 
 NATIVE_OPS = (
     "apply_rewinds",
@@ -31,16 +34,33 @@ NATIVE_OPS = (
 """The Rust entry points of `adk_fastcompact._native` that take events."""
 
 
-def _original(module: Any, name: str) -> Callable[..., Any]:
-    fn = getattr(module, name)
+def _original(name: str) -> Callable[..., Any] | None:
+    """google-adk's own `name` (our name), or None where its family has none."""
+    if name not in _reference.locations():
+        return None
+    fn = _reference.original(name)
     assert fn.__module__.startswith("google.adk."), f"{name} is already patched"
     return fn
 
 
-ORIG_APPLY_REWINDS = _original(_rewind_events, "_apply_rewinds")
-ORIG_GET_COMPACTION_RANGES = _original(_apps_compaction, "_get_compaction_ranges")
-ORIG_PROCESS = _original(_compaction, "_process_compaction_events")
-ORIG_RECOVER = _original(_compaction, "_recover_compacted_function_calls")
+def needs(name: str) -> pytest.MarkDecorator:
+    """Skips a test where the installed google-adk has no function `name`."""
+    return pytest.mark.skipif(
+        name not in _reference.locations(),
+        reason=f"google-adk {_families.adk_version()} has no {name}",
+    )
+
+
+def scope_kwargs(isolation_scope: str | None) -> dict[str, Any]:
+    """`isolation_scope=` for google-adk's compaction functions, where its
+    family takes one (2.13)."""
+    return {"isolation_scope": isolation_scope} if PROFILE.scoped else {}
+
+
+ORIG_APPLY_REWINDS = _original("apply_rewinds")
+ORIG_GET_COMPACTION_RANGES = _original("get_compaction_ranges")
+ORIG_PROCESS = _original("process_compaction_events")
+ORIG_RECOVER = _original("recover_compacted_function_calls")
 
 
 @dataclass

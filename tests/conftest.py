@@ -2,7 +2,9 @@
 
 Hypothesis runs derandomized and without an example database, so a test run
 is a pure function of the code: the same examples every time, on every
-machine. `HYPOTHESIS_PROFILE=dev` explores more (random, still no database).
+machine. `HYPOTHESIS_PROFILE=dev` explores more (random, still no database);
+`HYPOTHESIS_PROFILE=quick` tries fewer examples (the other families' quick
+parity runs, `tests/families/run.py parity --quick`).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ settings.register_profile(
     deadline=None,
     suppress_health_check=_SUPPRESSED,
 )
+settings.register_profile("quick", parent=settings.get_profile("ci"), max_examples=15)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 

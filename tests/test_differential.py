@@ -29,6 +29,7 @@ from compare import (
     assert_same_events,
     assert_same_ranges,
     call,
+    needs,
 )
 from google.adk.events.event import Event
 from hypothesis import given, note, settings
@@ -67,6 +68,8 @@ def check_apply_rewinds(events: list[Event], stats: Counter[str]) -> None:
 
 
 def check_ranges(events: list[Event], stats: Counter[str]) -> None:
+    if ORIG_GET_COMPACTION_RANGES is None:  # google-adk before 2.13
+        return
     before = list(events)
     orig = call(ORIG_GET_COMPACTION_RANGES, events)
     ours = call(fc.get_compaction_ranges, events)
@@ -196,7 +199,8 @@ def test_seeded_sessions(block: int) -> None:
     assert stats["reinjected"] >= SESSIONS_PER_BLOCK // 10, stats
     assert stats["recovered"] >= SESSIONS_PER_BLOCK // 10, stats
     assert stats["rewound"] >= SESSIONS_PER_BLOCK // 20, stats
-    assert stats["subsumed"] >= SESSIONS_PER_BLOCK // 10, stats
+    if ORIG_GET_COMPACTION_RANGES is not None:  # counted by check_ranges
+        assert stats["subsumed"] >= SESSIONS_PER_BLOCK // 10, stats
     assert stats["summaries"] >= SESSIONS_PER_BLOCK, stats
 
 
@@ -212,7 +216,8 @@ def test_seeded_sessions_cover_fallback_cases() -> None:
         events = random_session(seed).events
         declines = _declines()
         fc.process_compaction_events(events)
-        fc.get_compaction_ranges(events)
+        if ORIG_GET_COMPACTION_RANGES is not None:  # its fallback
+            fc.get_compaction_ranges(events)
         features["declined"] += _declines() > declines
         stamps = [e.timestamp for e in events]
         features["nan"] += any(t != t for t in stamps)
@@ -241,6 +246,7 @@ def test_apply_rewinds(session) -> None:
     check_apply_rewinds(session.events, Counter())
 
 
+@needs("get_compaction_ranges")
 @settings(max_examples=HYPOTHESIS_EXAMPLES)
 @given(sessions())
 def test_get_compaction_ranges(session) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 
 import adk_fastcompact as fc
 import pytest
-from adk_fastcompact import _patch
+from adk_fastcompact import _families, _patch
 from compare import (
     ORIG_APPLY_REWINDS,
     ORIG_GET_COMPACTION_RANGES,
@@ -22,19 +22,26 @@ from compare import (
     ORIG_RECOVER,
 )
 
+# The prompt-side originals the installed google-adk has (2.12 has no
+# `_get_compaction_ranges`).
 ORIGINALS: dict[str, Callable[..., Any]] = {
-    "_apply_rewinds": ORIG_APPLY_REWINDS,
-    "_get_compaction_ranges": ORIG_GET_COMPACTION_RANGES,
-    "_process_compaction_events": ORIG_PROCESS,
-    "_recover_compacted_function_calls": ORIG_RECOVER,
+    name: fn
+    for name, fn in {
+        "_apply_rewinds": ORIG_APPLY_REWINDS,
+        "_get_compaction_ranges": ORIG_GET_COMPACTION_RANGES,
+        "_process_compaction_events": ORIG_PROCESS,
+        "_recover_compacted_function_calls": ORIG_RECOVER,
+    }.items()
+    if fn is not None
 }
 # What install() binds: our functions under google-adk's names.
 OURS: dict[str, Callable[..., Any]] = {
     original: _patch.replacement(original.lstrip("_")) for original in ORIGINALS
 }
 
-# Every module that binds one of the names at import time in google-adk 2.13.0.
-KNOWN_SITES: dict[str, tuple[str, ...]] = {
+# Every module that binds one of the names at import time in google-adk 2.13.0
+# (2.12: the same, less `_get_compaction_ranges`; see `_sites`).
+_SITES_2_13: dict[str, tuple[str, ...]] = {
     "google.adk.events._rewind_events": ("_apply_rewinds",),
     "google.adk.apps.compaction": ("_apply_rewinds", "_get_compaction_ranges"),
     "google.adk.flows.llm_flows.context._compaction": (
@@ -55,6 +62,10 @@ KNOWN_SITES: dict[str, tuple[str, ...]] = {
     "google.adk.agents._agent_router": ("_apply_rewinds",),
     "google.adk.tools.model_consult._context": ("_apply_rewinds",),
     "google.adk.workflow.utils._replay_manager": ("_apply_rewinds",),
+}
+KNOWN_SITES = {
+    module: tuple(name for name in names if name in ORIGINALS)
+    for module, names in _SITES_2_13.items()
 }
 
 Snapshot = dict[tuple[str, str], Any]
@@ -121,7 +132,7 @@ def test_install_patches_every_binding_site(originals: Snapshot) -> None:
 
 def test_function_local_imports_see_ours(originals: Snapshot) -> None:
     fc.install()
-    from google.adk.apps.compaction import _get_compaction_ranges
+    from google.adk.apps import compaction
     from google.adk.events._rewind_events import _apply_rewinds
     from google.adk.flows.llm_flows.context._compaction import (
         _process_compaction_events,
@@ -129,7 +140,8 @@ def test_function_local_imports_see_ours(originals: Snapshot) -> None:
     )
 
     assert _apply_rewinds is OURS["_apply_rewinds"]
-    assert _get_compaction_ranges is OURS["_get_compaction_ranges"]
+    if "_get_compaction_ranges" in ORIGINALS:
+        assert compaction._get_compaction_ranges is OURS["_get_compaction_ranges"]
     assert _process_compaction_events is OURS["_process_compaction_events"]
     assert _recover_compacted_function_calls is OURS["_recover_compacted_function_calls"]
 
@@ -173,6 +185,13 @@ def test_unknown_mode_is_a_value_error(originals: Snapshot) -> None:
     assert_untouched(originals)
 
 
+exact_family = pytest.mark.skipif(
+    _families.active().name != _families.EXACT_PROFILE,
+    reason="exact mode is built on google-adk 2.13's family",
+)
+
+
+@exact_family
 def test_exact_mode_binds_its_own_functions_and_uninstalls_cleanly(
     originals: Snapshot,
 ) -> None:
@@ -230,6 +249,21 @@ def test_unreproduced_family_warns_and_changes_nothing(
         assert fc.install() is False
     assert fc.installed() is None
     assert_untouched(originals)
+
+
+def test_exact_mode_on_another_family_is_refused(
+    originals: Snapshot, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if _families.active().name == _families.EXACT_PROFILE:
+        # Pretend exact mode were built on another family.
+        monkeypatch.setattr(_families, "EXACT_PROFILE", "no such profile")
+    with pytest.warns(fc.UnsupportedAdkVersionWarning, match="exact mode is built on"):
+        assert fc.install(mode="exact") is False
+    with pytest.raises(fc.UnsupportedAdkVersionError, match="install\\(mode='parity'\\)"):
+        fc.install(mode="exact", strict=True)
+    assert_untouched(originals)
+    assert fc.install() is True  # parity mode is not refused
+    fc.uninstall()
 
 
 def test_unreproduced_family_strict_raises(originals: Snapshot, unreproduced_family: str) -> None:
@@ -326,7 +360,7 @@ def test_replacements_carry_the_replaced_names_and_errors(name: str) -> None:
         assert _call_error(bound, *args, **kwargs) == _call_error(original, *args, **kwargs)
     # Our own public function keeps its own name; the bound one runs its code.
     ours = _patch.replacements("parity")[name]
-    assert ours.__name__ == name
+    assert ours.__name__.startswith(name)
     assert bound.__code__.co_code == ours.__code__.co_code
     assert bound.__globals__ is ours.__globals__
 

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from adk_fastcompact import _native
 from adk_fastcompact._summaries import summary_event
-from compare import ORIG_PROCESS, assert_same_error, call
+from compare import ORIG_PROCESS, assert_same_error, call, scope_kwargs
 from google.adk.events.event import Event
 from google.adk.events.event_actions import EventActions, EventCompaction
 from google.adk.platform import uuid as platform_uuid
@@ -36,7 +36,7 @@ def reference(event: Event, author: str) -> Event:
         author=author,
         content=compaction.compacted_content,
         branch=event.branch,
-        isolation_scope=event.isolation_scope,
+        **scope_kwargs(event.isolation_scope),
         invocation_id=event.invocation_id,
         actions=event.actions,
     )

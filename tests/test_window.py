@@ -40,7 +40,7 @@ from typing import Any
 import adk_fastcompact as fc
 import pytest
 from adk_fastcompact import _native, _patch, _reference
-from compare import deep_equal
+from compare import deep_equal, scope_kwargs
 from google.adk.agents.base_agent import BaseAgent
 from google.adk.agents.llm_agent import LlmAgent
 from google.adk.apps import compaction as adk_compaction
@@ -380,7 +380,7 @@ def run_side(
             agent=agent,
             agent_name=plan.agent_name,
             current_branch=plan.current_branch,
-            isolation_scope=plan.isolation_scope,
+            **scope_kwargs(plan.isolation_scope),
         )
 
     counter = itertools.count()

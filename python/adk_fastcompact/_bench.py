@@ -86,7 +86,7 @@ import time
 import tracemalloc
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, NamedTuple, TypedDict
+from typing import Any, Literal, NamedTuple, TypedDict
 
 from google.adk.agents.llm_agent import LlmAgent
 from google.adk.apps.app import App, EventsCompactionConfig
@@ -94,7 +94,7 @@ from google.adk.events.event import Event
 from google.adk.sessions.in_memory_session_service import InMemorySessionService
 from google.adk.sessions.session import Session
 
-from . import _compaction, _exact_mode, _filtering, _native, _patch, _reference
+from . import _compaction, _exact_mode, _families, _filtering, _native, _patch, _reference
 from ._sessions import (
     AGENT_NAME,
     COMPACTION_INTERVAL,
@@ -240,6 +240,8 @@ class Report(NamedTuple):
 
     rows: list[Row]
     memory: list[MemoryRow]
+    #: The google-adk release and family measured (`measured_family()`).
+    family: str = ""
 
 
 class TurnRow(Row):
@@ -258,7 +260,8 @@ class Implementation(NamedTuple):
 
     name: str
     apply_rewinds: Callable[[list[Event]], list[Event]]
-    get_compaction_ranges: Callable[[list[Event]], list[tuple[int, float, float]]]
+    #: None where the installed google-adk has none (before 2.13).
+    get_compaction_ranges: Callable[[list[Event]], list[tuple[int, float, float]]] | None
     process_compaction_events: Callable[[list[Event], str], list[Event]]
     recover_compacted_function_calls: Callable[[list[Event], Sequence[Event]], list[Event]]
     run_compaction_for_sliding_window: Callable[..., Any]
@@ -278,7 +281,7 @@ def python_implementation() -> Implementation:
     return Implementation(
         "python",
         _reference.original("apply_rewinds"),
-        _reference.original("get_compaction_ranges"),
+        _reference.original("get_compaction_ranges") if has_ranges() else None,
         _reference.original("process_compaction_events"),
         _reference.original("recover_compacted_function_calls"),
         _reference.original("run_compaction_for_sliding_window"),
@@ -320,6 +323,19 @@ _Call = Callable[[], float]
 
 _Prepare = Callable[[list[Event]], _Call]
 """Prepares (untimed) an operation's call on these events."""
+
+
+def has_ranges() -> bool:
+    """Whether the installed google-adk has `_get_compaction_ranges` (2.13)."""
+    return "get_compaction_ranges" in _reference.locations()
+
+
+def measured_family() -> str:
+    """The google-adk family the bench measures, for its report."""
+    info = _patch.family()
+    label = info["family"] or "no recorded family"
+    profile = f"profile {info['profile']}" if info["profile"] else "not accelerated"
+    return f"google-adk {info['version']} ({label}; {profile})"
 
 
 class BenchmarkMismatchError(AssertionError):
@@ -626,10 +642,11 @@ def check_agreement(
         python.apply_rewinds(events),
         counted("apply_rewinds", lambda: rust.apply_rewinds(events)),
     )
-    expected_ranges = python.get_compaction_ranges(events)
-    actual_ranges = counted("get_compaction_ranges", lambda: rust.get_compaction_ranges(events))
-    if actual_ranges != expected_ranges:
-        raise BenchmarkMismatchError("get_compaction_ranges: different ranges")
+    if python.get_compaction_ranges is not None:
+        expected_ranges = python.get_compaction_ranges(events)
+        actual_ranges = counted("get_compaction_ranges", lambda: rust.get_compaction_ranges(events))
+        if actual_ranges != expected_ranges:
+            raise BenchmarkMismatchError("get_compaction_ranges: different ranges")
     _same_prompt(
         "process_compaction_events",
         events,
@@ -988,7 +1005,7 @@ def run_bench(
     seed: int = 0,
     python: Implementation | None = None,
     rust: Implementation = RUST,
-    exact: Implementation | None = EXACT,
+    exact: Implementation | Literal["auto"] | None = "auto",
     regimes: Iterable[str] = REGIMES,
     ops: Iterable[str] = ALL_OPS,
     turns: Iterable[int] = DEFAULT_TURNS,
@@ -1008,7 +1025,8 @@ def run_bench(
         rust: The implementation under test.
         exact: Exact mode's implementation, timed beside `rust` on
             `EXACT_OPS` and in the turn regime (`Row.exact_ms`); None to
-            leave it out.
+            leave it out; by default `EXACT` where the installed google-adk's
+            family is exact mode's (2.13), else None.
         regimes: Some of `REGIMES`.
         ops: Some of `ALL_OPS`; `TURN_OP` is the turn regime's.
         turns: The turn regime's checkpoints, each >= 1; it runs
@@ -1035,6 +1053,11 @@ def run_bench(
         chosen.filter_ops,
         chosen.compaction_ops,
     )
+    if exact == "auto":
+        exact = EXACT if _families.active().name == _families.EXACT_PROFILE else None
+    if not has_ranges():
+        # Before 2.13 google-adk has no `_get_compaction_ranges` to time.
+        filter_ops = [op for op in filter_ops if op != "get_compaction_ranges"]
     sized_ops = filter_ops + compaction_ops
     run_turns = bool(checkpoints)
     repeats = [repeat or default_repeat(size) for size in sizes]
@@ -1150,4 +1173,4 @@ def run_bench(
     finally:
         loop.close()
         _set_installed(was_installed is not None, was_installed or "parity")
-    return Report(rows, memory)
+    return Report(rows, memory, measured_family())

@@ -573,7 +573,9 @@ def _bench(args: argparse.Namespace) -> int:
         stderr.print(f"plot written to {args.plot}")
     warning = declines_warning(report.rows)
     if args.json:
-        json.dump({"rows": report.rows, "memory": report.memory}, sys.stdout)
+        json.dump(
+            {"family": report.family, "rows": report.rows, "memory": report.memory}, sys.stdout
+        )
         sys.stdout.write("\n")
         if warning is not None:
             # stdout is the JSON's: the warning goes where the progress went.
@@ -583,6 +585,7 @@ def _bench(args: argparse.Namespace) -> int:
     if not stdout.is_terminal:
         # A file or a pipe has no width; rich's 80 columns would cut the names.
         stdout = Console(width=max(stdout.width, 120))
+    stdout.print(f"measured: {report.family}")
     stdout.print(_table(report.rows))
     if warning is not None:
         stdout.print(warning, style="bold yellow", markup=False)

@@ -29,7 +29,10 @@ from google.adk.events.event import Event
 from google.adk.platform import time as _platform_time
 from google.genai import types
 
-from . import _native, _reference, _summaries
+from . import _families, _native, _reference, _summaries
+
+# The installed google-adk's family profile (see `_families.Profile`).
+_PROFILE = _families.active()
 
 _selected: ContextVar[Any] = ContextVar("adk_fastcompact_selected", default=None)
 """The handle (`_native.Selected`) of the window selection whose live list
@@ -145,7 +148,7 @@ async def run_compaction_for_sliding_window(
     overlap = config.overlap_size if sliding else 0
     selected = None
     if _is_int(interval) and _is_int(overlap):
-        selected = _native.sliding_window(session.events, interval, overlap)
+        selected = _native.sliding_window(session.events, interval, overlap, _PROFILE.scoped)
     if selected is None:
         original = _reference.original("run_compaction_for_sliding_window")
         async for event in original(app, session, session_service):
@@ -195,6 +198,52 @@ async def run_compaction_for_token_threshold_config(
     isolation_scope: str | None = None,
 ) -> bool:
     """Same as `google.adk.apps.compaction._run_compaction_for_token_threshold_config`."""
+    return await _token_threshold(
+        config=config,
+        session=session,
+        session_service=session_service,
+        agent=agent,
+        agent_name=agent_name,
+        current_branch=current_branch,
+        isolation_scope=isolation_scope,
+    )
+
+
+async def run_compaction_for_token_threshold_config_unscoped(
+    *,
+    config: Any,
+    session: Any,
+    session_service: Any,
+    agent: Any,
+    agent_name: str = "",
+    current_branch: str | None = None,
+) -> bool:
+    """Same as google-adk 2.12's `_run_compaction_for_token_threshold_config`
+    (no isolation scope: every event counts and is compacted)."""
+    return await _token_threshold(
+        config=config,
+        session=session,
+        session_service=session_service,
+        agent=agent,
+        agent_name=agent_name,
+        current_branch=current_branch,
+        isolation_scope=None,
+    )
+
+
+async def _token_threshold(
+    *,
+    config: Any,
+    session: Any,
+    session_service: Any,
+    agent: Any,
+    agent_name: str,
+    current_branch: str | None,
+    isolation_scope: str | None,
+) -> bool:
+    scoped = _PROFILE.scoped
+    # Where google-adk reads no scope, none is passed on.
+    scope: dict[str, Any] = {"isolation_scope": isolation_scope} if scoped else {}
     if not _adk._has_token_threshold_config(config):
         return False
     if config is None:
@@ -205,7 +254,7 @@ async def run_compaction_for_token_threshold_config(
     selected = None
     if _is_int(config.event_retention_size):
         selected = _native.token_threshold_selection(
-            session.events, isolation_scope, config.event_retention_size, agent_name
+            session.events, isolation_scope, config.event_retention_size, agent_name, scoped
         )
     if selected is None:
         original = _reference.original("run_compaction_for_token_threshold_config")
@@ -216,7 +265,7 @@ async def run_compaction_for_token_threshold_config(
             agent=agent,
             agent_name=agent_name,
             current_branch=current_branch,
-            isolation_scope=isolation_scope,
+            **scope,
         )
     rewound_events, events, prompt_token_count, events_to_compact, seed_from, pricing, handle = (
         selected
@@ -227,7 +276,7 @@ async def run_compaction_for_token_threshold_config(
             events=rewound_events,
             current_branch=current_branch,
             agent_name=agent_name,
-            isolation_scope=isolation_scope,
+            **scope,
         )
     if prompt_token_count is None or prompt_token_count < config.token_threshold:
         return False
@@ -248,7 +297,8 @@ async def run_compaction_for_token_threshold_config(
         session, config, events, events_to_compact, "token_threshold", handle
     )
     if compaction_event:
-        compaction_event.isolation_scope = isolation_scope
+        if scoped:
+            compaction_event.isolation_scope = isolation_scope
         await session_service.append_event(session=session, event=compaction_event)
         logger.debug("Token-threshold event compactor finished.")
         return True
@@ -259,12 +309,15 @@ def seed_event(compaction_event: Event) -> Event:
     """The rolling-summary seed of a compaction event, built as google-adk
     builds it (two ids drawn from the id provider, in this order)."""
     compaction = compaction_event.actions.compaction
+    scope: dict[str, Any] = (
+        {"isolation_scope": compaction_event.isolation_scope} if _PROFILE.scoped else {}
+    )
     return Event(
         timestamp=compaction.start_timestamp,
         author="model",
         content=compaction.compacted_content,
         branch=compaction_event.branch,
-        isolation_scope=compaction_event.isolation_scope,
+        **scope,
         invocation_id=Event.new_id(),
     )
 

@@ -36,11 +36,33 @@ NAMES: dict[str, str] = {
 #: release. A profile names the decisions of the Rust core and the Python
 #: control flow used for that family.
 PROFILES: dict[str, str] = {
+    "2.12.0": "2.12",
     "2.13.0": "2.13",
 }
 
 #: The profile exact mode is built on.
 EXACT_PROFILE = "2.13"
+
+
+@dataclasses.dataclass(frozen=True)
+class Profile:
+    """What sets a family's decisions apart, as flags the code reads."""
+
+    name: str
+    #: Compaction keeps to isolation scopes (2.13): the sliding window takes
+    #: only unscoped events, the token threshold only its scope's, the seed
+    #: and the token-threshold summary carry the scope, and materialized
+    #: summaries the compaction event's. Before, scopes are not read.
+    scoped: bool
+    #: `_recover_compacted_function_calls` matches a response to a call by
+    #: id alone (2.7 to 2.12), not to the latest preceding call (2.13).
+    recover_by_id: bool
+
+
+_PROFILE_FLAGS: dict[str, Profile] = {
+    "2.13": Profile("2.13", scoped=True, recover_by_id=False),
+    "2.12": Profile("2.12", scoped=False, recover_by_id=True),
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -151,6 +173,17 @@ def recognise() -> Recognition:
     return Recognition(version, best[1], best[2])
 
 
+@functools.cache
+def active() -> Profile:
+    """The profile the drop-ins follow: the installed google-adk's family's,
+    or the newest where it has none (`install()` then refuses to bind them;
+    called directly, they answer as google-adk 2.13 does)."""
+    found = recognise()
+    name = found.family.profile if found.matched and found.family is not None else None
+    return _PROFILE_FLAGS[name or EXACT_PROFILE]
+
+
 def clear() -> None:
     """Forgets the fingerprints taken (for tests that edit google-adk)."""
     _installed.cache_clear()
+    active.cache_clear()

@@ -14,7 +14,9 @@ from collections.abc import Sequence
 
 from google.adk.events.event import Event
 
-from . import _native, _reference, _summaries
+from . import _families, _native, _reference, _summaries
+
+_BY_ID = _families.active().recover_by_id
 
 
 def apply_rewinds(events: list[Event]) -> list[Event]:
@@ -64,7 +66,7 @@ def recover_compacted_function_calls(
     Same as `google.adk.flows.llm_flows.context._compaction._recover_compacted_function_calls`;
     returns `events` itself when nothing needs recovery.
     """
-    out = _native.recover_compacted_function_calls(events, source_events)
+    out = _native.recover_compacted_function_calls(events, source_events, _BY_ID)
     if out is None:
         return _reference.original("recover_compacted_function_calls")(events, source_events)
     return out

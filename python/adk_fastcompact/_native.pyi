@@ -331,11 +331,15 @@ def index_stats() -> dict[str, object]:
       Events, with their dicts), `scratch_bytes` (view buffers the calling
       thread keeps for its next calls: at most two, of up to 16,384 views),
       `prefetch` (whether reads of cold objects start their loads ahead:
-      CPython 3.11 / 3.12 GIL builds, unless `ADK_FASTCOMPACT_PREFETCH` is
+      CPython 3.11 to 3.13 GIL builds, unless `ADK_FASTCOMPACT_PREFETCH` is
       `false`), `direct_fields` (whether model fields are read at their
       entry position in the instance dict instead of by a lookup: the
       same interpreters, unless `ADK_FASTCOMPACT_DIRECT_FIELDS` is
-      `false`), and counters since the start: `by_identity` (items recognised as the
+      `false`), `dict_tags` (whether a cached summary's dicts are checked
+      for changes by their PEP 509 version tags instead of by their values:
+      CPython 3.10 to 3.13 GIL builds, unless `ADK_FASTCOMPACT_DICT_TAGS` is
+      `false`; each of the three only after its self-test on the running
+      interpreter), and counters since the start: `by_identity` (items recognised as the
       object a slot is bound to), `by_id` (new objects of known events),
       `read` (new events), `changed` (stored values that a new object
       contradicted), `transient` (items read but not stored), `fallbacks`
@@ -447,12 +451,16 @@ def process_compaction_events(
       The filtered events in prompt order, or None to decline.
     """
 
-def recover_compacted_function_calls(events: object, source_events: object) -> list[Event] | None:
+def recover_compacted_function_calls(
+    events: object, source_events: object, by_id: bool = False
+) -> list[Event] | None:
     """Re-injects function-call events whose responses survived compaction.
 
     Args:
       events: The filtered events.
       source_events: The events before filtering.
+      by_id: Match calls to responses by id alone, as google-adk 2.7 to
+        2.12 do (else by occurrence, as 2.13 does).
 
     Returns:
       `events` itself when nothing is re-injected, a new list otherwise, or
@@ -491,7 +499,7 @@ def prompt_chars_delta(
     """
 
 def sliding_window(
-    events: object, compaction_interval: int, overlap_size: int
+    events: object, compaction_interval: int, overlap_size: int, scoped: bool = True
 ) -> (
     tuple[
         list[Event],
@@ -507,6 +515,8 @@ def sliding_window(
       events: `session.events`.
       compaction_interval: New invocations that trigger a compaction.
       overlap_size: Earlier invocations the window reaches back.
+      scoped: Compact only events of no isolation scope, as google-adk 2.13
+        does (before 2.13, every event).
 
     Returns:
       `(events, events_to_compact, pricing, selected)`: the live unscoped
@@ -519,7 +529,11 @@ def sliding_window(
     """
 
 def token_threshold_selection(
-    events: object, isolation_scope: str | None, event_retention_size: int, agent_name: str
+    events: object,
+    isolation_scope: str | None,
+    event_retention_size: int,
+    agent_name: str,
+    scoped: bool = True,
 ) -> (
     tuple[
         list[Event],
@@ -539,6 +553,8 @@ def token_threshold_selection(
       isolation_scope: The scope compacted.
       event_retention_size: Raw events kept uncompacted at the tail.
       agent_name: Whose observed prompt token counts count (all when empty).
+      scoped: Count and compact only `isolation_scope`'s events, as
+        google-adk 2.13 does (before 2.13, every event; the scope unread).
 
     Returns:
       `(rewound_events, events, prompt_token_count, events_to_compact,

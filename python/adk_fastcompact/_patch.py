@@ -36,6 +36,11 @@ MODES: tuple[str, ...] = ("parity", "exact")
 def _parity() -> dict[str, Callable[..., Any]]:
     from . import _compaction, _filtering
 
+    token = (
+        _compaction.run_compaction_for_token_threshold_config
+        if _families.active().scoped
+        else _compaction.run_compaction_for_token_threshold_config_unscoped
+    )
     return {
         "apply_rewinds": _filtering.apply_rewinds,
         "get_compaction_ranges": _filtering.get_compaction_ranges,
@@ -43,9 +48,7 @@ def _parity() -> dict[str, Callable[..., Any]]:
         "recover_compacted_function_calls": _filtering.recover_compacted_function_calls,
         "prompt_chars_saved": _compaction.prompt_chars_saved,
         "run_compaction_for_sliding_window": _compaction.run_compaction_for_sliding_window,
-        "run_compaction_for_token_threshold_config": (
-            _compaction.run_compaction_for_token_threshold_config
-        ),
+        "run_compaction_for_token_threshold_config": token,
     }
 
 

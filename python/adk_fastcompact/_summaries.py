@@ -27,6 +27,12 @@ from google.adk.events.event_actions import EventActions
 from google.adk.platform import uuid as _platform_uuid
 from google.genai.types import Content
 
+from . import _families
+
+# Whether summaries carry their compaction event's isolation scope (2.13);
+# before, google-adk does not pass it and the Event keeps its default.
+_SCOPED = _families.active().scoped
+
 _new = object.__new__
 _setattr = object.__setattr__
 
@@ -41,12 +47,13 @@ def _template_parts() -> tuple[dict[str, Any], frozenset[str]]:
         # see a draw google-adk would not make.
         token = _platform_uuid._id_provider_context_var.set(lambda: "template")
         try:
+            scope: dict[str, Any] = {"isolation_scope": None} if _SCOPED else {}
             event = Event(
                 timestamp=0.0,
                 author="model",
                 content=Content(role="model", parts=[]),
                 branch=None,
-                isolation_scope=None,
+                **scope,
                 invocation_id="",
                 actions=EventActions(),
             )
@@ -95,7 +102,7 @@ def summary_event(event: Event, author: str) -> Event:
     timestamp = compaction.end_timestamp
     content = compaction.compacted_content
     branch = fields["branch"]
-    isolation_scope = fields["isolation_scope"]
+    isolation_scope = fields["isolation_scope"] if _SCOPED else None
     invocation_id = fields["invocation_id"]
     if not (
         type(timestamp) is float
@@ -106,12 +113,13 @@ def summary_event(event: Event, author: str) -> Event:
         and _is_optional_str(branch)
         and _is_optional_str(isolation_scope)
     ):
+        scope: dict[str, Any] = {"isolation_scope": isolation_scope} if _SCOPED else {}
         return Event(
             timestamp=timestamp,
             author=author,
             content=content,
             branch=branch,
-            isolation_scope=isolation_scope,
+            **scope,
             invocation_id=invocation_id,
             actions=actions,
         )
@@ -121,7 +129,8 @@ def summary_event(event: Event, author: str) -> Event:
     values["author"] = author
     values["content"] = content
     values["branch"] = branch
-    values["isolation_scope"] = isolation_scope
+    if _SCOPED:
+        values["isolation_scope"] = isolation_scope
     values["invocation_id"] = invocation_id
     values["actions"] = actions
     values["node_info"] = NodeInfo()

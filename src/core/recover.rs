@@ -214,6 +214,95 @@ fn recover_missing(
     })
 }
 
+/// google-adk 2.7 to 2.12's `_recover_compacted_function_calls`: calls are
+/// matched to responses by id alone, not by occurrence.
+///
+/// A response id of `events` with no call of that id in `events` is
+/// orphaned; the first source event calling an orphaned id is re-injected
+/// before the first response to it, once for all of its call ids, with the
+/// latest-stamped source response (ties: the later in source order) of
+/// each of its call ids that `events` does not answer. `Ok(None)`: nothing
+/// re-injected (the caller hands back `events` itself).
+pub fn recover_by_id(
+    events: &[EventView],
+    source: &[EventView],
+    ids: &[Sym],
+) -> Result<Option<Vec<Recovered>>, CoreError> {
+    let calls_present: FastSet<Sym> = events
+        .iter()
+        .flat_map(|e| e.calls.of(ids))
+        .copied()
+        .collect();
+    let responses_present: FastSet<Sym> = events
+        .iter()
+        .flat_map(|e| e.responses.of(ids))
+        .copied()
+        .collect();
+    let orphaned: FastSet<Sym> = responses_present
+        .iter()
+        .filter(|id| !calls_present.contains(id))
+        .copied()
+        .collect();
+    if orphaned.is_empty() {
+        return Ok(None);
+    }
+    let mut call_event_by_id: FastMap<Sym, usize> = FastMap::default();
+    for (j, event) in source.iter().enumerate() {
+        for &call_id in event.calls.of(ids) {
+            if orphaned.contains(&call_id) {
+                call_event_by_id.entry(call_id).or_insert(j);
+            }
+        }
+    }
+    if call_event_by_id.is_empty() {
+        return Ok(None);
+    }
+    let mut response_event_by_id: FastMap<Sym, usize> = FastMap::default();
+    for (j, event) in source.iter().enumerate() {
+        for &response_id in event.responses.of(ids) {
+            let replace = match response_event_by_id.get(&response_id) {
+                None => true,
+                Some(&existing) => {
+                    let (new_ts, old_ts) = (event.timestamp, source[existing].timestamp);
+                    if new_ts.is_nan() || old_ts.is_nan() {
+                        let index = if new_ts.is_nan() { j } else { existing };
+                        return Err(CoreError::UnorderedTimestamp { index });
+                    }
+                    new_ts >= old_ts
+                }
+            };
+            if replace {
+                response_event_by_id.insert(response_id, j);
+            }
+        }
+    }
+    let mut out = Vec::with_capacity(events.len() + 4);
+    let mut reinjected: FastSet<Sym> = FastSet::default();
+    for (i, event) in events.iter().enumerate() {
+        for response_id in event.responses.of(ids) {
+            let Some(&call_j) = call_event_by_id.get(response_id) else {
+                continue;
+            };
+            if reinjected.contains(response_id) {
+                continue;
+            }
+            out.push(Recovered::Injected(call_j));
+            let siblings = source[call_j].calls.of(ids);
+            reinjected.extend(siblings.iter().copied());
+            for sibling_id in siblings {
+                if responses_present.contains(sibling_id) {
+                    continue;
+                }
+                if let Some(&resp_j) = response_event_by_id.get(sibling_id) {
+                    out.push(Recovered::Injected(resp_j));
+                }
+            }
+        }
+        out.push(Recovered::Kept(i));
+    }
+    Ok(Some(out))
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -304,6 +393,63 @@ pub(crate) mod tests {
             let fast = recover_compacted_function_calls(&events, &source, &ids).unwrap();
             proptest::prop_assert_eq!(fast, full);
         }
+    }
+
+    #[test]
+    fn by_id_reinjects_the_first_call_of_an_orphaned_id_with_missing_siblings() {
+        // Two calls reuse id 7 (idents 1 and 3): by id, the first source
+        // call comes back, with the latest response of its sibling 8.
+        let (all, ids) = build(&[
+            (1, 1.0, &[7, 8], &[]),
+            (2, 2.0, &[], &[7, 8]),
+            (3, 3.0, &[7], &[]),
+            (4, 4.0, &[], &[7]),
+            (9, 5.0, &[], &[]),
+        ]);
+        let source = &all[..4];
+        let events = [all[4], all[3]];
+        let out = recover_by_id(&events, source, &ids).unwrap();
+        assert_eq!(
+            out,
+            Some(vec![
+                Recovered::Kept(0),
+                Recovered::Injected(0),
+                Recovered::Injected(1),
+                Recovered::Kept(1)
+            ])
+        );
+        // google-adk 2.13 matches the response to its own call (ident 3).
+        let occurrence = recover_compacted_function_calls(&events, source, &ids).unwrap();
+        assert_eq!(
+            occurrence,
+            Some(vec![
+                Recovered::Kept(0),
+                Recovered::Injected(2),
+                Recovered::Kept(1)
+            ])
+        );
+    }
+
+    #[test]
+    fn by_id_answers_none_without_an_orphan_or_its_call() {
+        let (all, ids) = build(&[
+            (1, 1.0, &[7], &[]),
+            (2, 2.0, &[], &[7]),
+            (3, 3.0, &[], &[5]),
+        ]);
+        assert_eq!(recover_by_id(&all[..2], &all[..2], &ids).unwrap(), None);
+        // Response 5 is orphaned but no source event calls it.
+        assert_eq!(recover_by_id(&all[2..], &all, &ids).unwrap(), None);
+    }
+
+    #[test]
+    fn by_id_refuses_a_nan_tie_break() {
+        let (source, ids) = build(&[
+            (1, 1.0, &[7], &[]),
+            (2, f64::NAN, &[], &[7]),
+            (3, 2.0, &[], &[7]),
+        ]);
+        assert!(recover_by_id(&[source[2]], &source, &ids).is_err());
     }
 
     #[test]

@@ -11,22 +11,28 @@ use pyo3::prelude::*;
 use pyo3::types::PyList;
 
 /// `_recover_compacted_function_calls`: `events` itself when nothing is
-/// re-injected, a new list otherwise, or `None` to decline.
+/// re-injected, a new list otherwise, or `None` to decline. `by_id`:
+/// google-adk 2.7 to 2.12's matching of calls to responses by id alone
+/// ([`recover::recover_by_id`]; not remembered between calls), else 2.13's
+/// by occurrence.
 #[pyfunction]
+#[pyo3(signature = (events, source_events, by_id = false))]
 pub fn recover_compacted_function_calls<'py>(
     events: &Bound<'py, PyAny>,
     source_events: &Bound<'py, PyAny>,
+    by_id: bool,
 ) -> PyResult<Option<Bound<'py, PyAny>>> {
     finish(
         events.py(),
         "_recover_compacted_function_calls",
-        run(events, source_events),
+        run(events, source_events, by_id),
     )
 }
 
 fn run<'py>(
     events: &Bound<'py, PyAny>,
     source_events: &Bound<'py, PyAny>,
+    by_id: bool,
 ) -> Extracted<Bound<'py, PyAny>> {
     let py = events.py();
     let list = Extractor::list(events)?;
@@ -34,7 +40,7 @@ fn run<'py>(
         parts: true,
         ..Need::default()
     };
-    if let Ok(source_list) = Extractor::list(source_events) {
+    if let (false, Ok(source_list)) = (by_id, Extractor::list(source_events)) {
         if recover_again(list, source_list)? {
             return Ok(events.clone());
         }
@@ -151,10 +157,13 @@ fn run<'py>(
     let ids = &source.ex.ids;
     let source_views = &source.views;
     let result = py.detach(|| {
-        guarded(|| recover::recover_compacted_function_calls(&views, source_views, ids))
+        guarded(|| match by_id {
+            true => recover::recover_by_id(&views, source_views, ids),
+            false => recover::recover_compacted_function_calls(&views, source_views, ids),
+        })
     })?;
     let Some(order) = result else {
-        if let Some(entries) = entries {
+        if let (false, Some(entries)) = (by_id, entries) {
             source.remember_recovery(entries);
         }
         return Ok(events.clone());
@@ -166,6 +175,8 @@ fn run<'py>(
             Recovered::Injected(j) => &source.objects[j],
         }),
     )?;
-    source.remember_reinjection(&objects, &in_source, order);
+    if !by_id {
+        source.remember_reinjection(&objects, &in_source, order);
+    }
     Ok(out.into_any())
 }

@@ -33,6 +33,9 @@ struct Template {
     node_values: Py<PyDict>,
     node_fields_set: Py<PyFrozenSet>,
     urandom: Py<PyAny>,
+    /// Whether summaries carry their compaction event's isolation scope
+    /// (google-adk 2.13 passes it; before, the template's default stays).
+    scoped: bool,
 }
 
 /// `native_template()`'s tuple: the Event type, its template dict and
@@ -59,7 +62,9 @@ fn template(py: Python<'_>) -> PyResult<Option<&'static Template>> {
         }
         let (event, values, fields_set, node_info, node_values, node_fields_set): Parts<'_> =
             parts.extract()?;
+        let scoped = fields_set.contains(intern!(py, "isolation_scope"))?;
         Ok(Some(Template {
+            scoped,
             event: event.unbind(),
             values: values.unbind(),
             fields_set: fields_set.unbind(),
@@ -146,7 +151,9 @@ impl<'py> Builder<'py> {
         values.set_item(intern!(py, "author"), author)?;
         values.set_item(intern!(py, "content"), &source.content)?;
         values.set_item(intern!(py, "branch"), &source.branch)?;
-        values.set_item(intern!(py, "isolation_scope"), &source.scope)?;
+        if tpl.scoped {
+            values.set_item(intern!(py, "isolation_scope"), &source.scope)?;
+        }
         values.set_item(intern!(py, "invocation_id"), &source.invocation)?;
         values.set_item(intern!(py, "actions"), &source.actions)?;
         let node = self.model(

@@ -84,12 +84,18 @@ pub(super) fn holds_exactly(list: &Bound<'_, PyList>, objects: &[Py<PyAny>]) -> 
 /// nothing else).
 #[derive(Clone, Debug, PartialEq)]
 pub enum Asked {
-    /// `sliding_window`: the compaction interval and overlap.
-    Sliding { interval: usize, overlap: usize },
-    /// `token_threshold_selection`: the isolation scope, the retention
-    /// size and the agent name (`str` or `None`, compared by value).
+    /// `sliding_window`: the compaction interval and overlap, and whether
+    /// only unscoped events are compacted.
+    Sliding {
+        interval: usize,
+        overlap: usize,
+        scoped: bool,
+    },
+    /// `token_threshold_selection`: the isolation scope (`None` inside:
+    /// every scope, as google-adk before 2.13 compacts), the retention size
+    /// and the agent name (`str` or `None`, compared by value).
     Token {
-        scope: Option<Box<str>>,
+        scope: Option<Option<Box<str>>>,
         retention: usize,
         agent: Option<Box<str>>,
     },
@@ -296,16 +302,21 @@ type SlidingOut<'py> = (
 /// request contents removed and added (besides the weightless summary's own
 /// empty content, flagged separately) and the latest surviving summary's
 /// compacted content.
+///
+/// `scoped`: only events of no isolation scope are compacted, as google-adk
+/// 2.13 does (before, every event is).
 #[pyfunction]
+#[pyo3(signature = (events, compaction_interval, overlap_size, scoped = true))]
 pub fn sliding_window<'py>(
     events: &Bound<'py, PyAny>,
     compaction_interval: i64,
     overlap_size: i64,
+    scoped: bool,
 ) -> PyResult<Option<SlidingOut<'py>>> {
     finish(
         events.py(),
         "_run_compaction_for_sliding_window",
-        run_sliding(events, compaction_interval, overlap_size),
+        run_sliding(events, compaction_interval, overlap_size, scoped),
     )
 }
 
@@ -313,6 +324,7 @@ fn run_sliding<'py>(
     events: &Bound<'py, PyAny>,
     interval: i64,
     overlap: i64,
+    scoped: bool,
 ) -> Extracted<SlidingOut<'py>> {
     let py = events.py();
     // google-adk validates these ranges; outside them its behaviour is its own.
@@ -320,7 +332,11 @@ fn run_sliding<'py>(
     else {
         return Err(Outcome::Decline("config out of range"));
     };
-    let asked = Asked::Sliding { interval, overlap };
+    let asked = Asked::Sliding {
+        interval,
+        overlap,
+        scoped,
+    };
     let list = Extractor::list(events)?;
     if list.len() >= MAX_EVENTS {
         return Err(Outcome::Decline("too many events"));
@@ -336,7 +352,7 @@ fn run_sliding<'py>(
     let mut loaded = load(events, LIGHT)?;
     let objects = std::mem::take(&mut loaded.objects);
     let mut views = std::mem::take(&mut loaded.views);
-    let live = live(&views, |e| e.scope.is_none());
+    let live = live(&views, |e| !scoped || e.scope.is_none());
     let candidates = guarded(|| Ok(window::sliding_window_candidates(&views, &live, cfg)))?;
     let mut full = vec![false; views.len()];
     let keep = trim(
@@ -480,17 +496,28 @@ type TokenOut<'py> = (
 /// rolling-summary seed, which google-adk builds from
 /// `seed_compaction_event` when set; `pricing` is as for `sliding_window`,
 /// with the seed's timestamp priced first, as google-adk does.
+///
+/// `scoped`: only `isolation_scope`'s events count and are compacted, as
+/// google-adk 2.13 does (before, every event; `isolation_scope` unread).
 #[pyfunction]
+#[pyo3(signature = (events, isolation_scope, event_retention_size, agent_name, scoped = true))]
 pub fn token_threshold_selection<'py>(
     events: &Bound<'py, PyAny>,
     isolation_scope: &Bound<'py, PyAny>,
     event_retention_size: i64,
     agent_name: &Bound<'py, PyAny>,
+    scoped: bool,
 ) -> PyResult<Option<TokenOut<'py>>> {
     finish(
         events.py(),
         "_run_compaction_for_token_threshold_config",
-        run_token(events, isolation_scope, event_retention_size, agent_name),
+        run_token(
+            events,
+            isolation_scope,
+            event_retention_size,
+            agent_name,
+            scoped,
+        ),
     )
 }
 
@@ -499,15 +526,21 @@ fn run_token<'py>(
     isolation_scope: &Bound<'py, PyAny>,
     retention: i64,
     agent_name: &Bound<'py, PyAny>,
+    scoped: bool,
 ) -> Extracted<TokenOut<'py>> {
     let py = events.py();
     let Ok(retention) = usize::try_from(retention) else {
         return Err(Outcome::Decline("config out of range"));
     };
     // Remembered only for `str` / `None` arguments (compared by value).
-    let asked = match (text(isolation_scope), text(agent_name)) {
+    let scope_asked = if scoped {
+        text(isolation_scope)
+    } else {
+        Some(None)
+    };
+    let asked = match (scope_asked, text(agent_name)) {
         (Some(scope), Some(agent)) => Some(Asked::Token {
-            scope,
+            scope: scoped.then_some(scope),
             retention,
             agent,
         }),
@@ -524,7 +557,10 @@ fn run_token<'py>(
     // (see `latest_count`).
     let mut loaded = load(events, LIGHT)?;
     let ex = &mut loaded.ex;
-    let scope = ex.interner.nullable(isolation_scope, "isolation_scope")?;
+    let scope = match scoped {
+        true => Some(ex.interner.nullable(isolation_scope, "isolation_scope")?),
+        false => None,
+    };
     let agent = ex.interner.optional(agent_name, "agent_name")?;
     let objects = std::mem::take(&mut loaded.objects);
     let mut views = std::mem::take(&mut loaded.views);
@@ -532,7 +568,7 @@ fn run_token<'py>(
     let scoped: Vec<usize> = rewound
         .iter()
         .copied()
-        .filter(|&i| views[i].scope == scope)
+        .filter(|&i| scope.is_none_or(|scope| views[i].scope == scope))
         .collect();
     let count = latest_count(&mut loaded, &objects, &mut views, &scoped, agent)?;
     let candidates = guarded(|| Ok(window::token_candidates(&views, &scoped)))?;
