@@ -21,7 +21,7 @@
 //! built against does not name: a dict's key table and values pointers and
 //! the table's kind, size, index width and entries. They are read only on
 //! an interpreter where a self-test proved the layout (CPython, a GIL build,
-//! 3.11 or 3.12, and probe dicts whose every entry read agrees with the
+//! 3.11 to 3.13, and probe dicts whose every entry read agrees with the
 //! API's lookup); elsewhere, and with `ADK_FASTCOMPACT_DIRECT_FIELDS=false`
 //! in the environment, every read is the API lookup.
 
@@ -228,7 +228,7 @@ pub fn usable(py: Python<'_>) -> bool {
 /// give the API's value at the key's insertion position and nothing
 /// elsewhere; a deleted key and a dict with a non-`str` key give nothing.
 fn self_test(py: Python<'_>) -> PyResult<bool> {
-    if !super::version_tag::admitted(py, "ADK_FASTCOMPACT_DIRECT_FIELDS", 11..=12)? {
+    if !super::version_tag::admitted(py, "ADK_FASTCOMPACT_DIRECT_FIELDS", 11..=13)? {
         return Ok(false);
     }
     for size in [1usize, 2, 5, 8, 35, 200] {

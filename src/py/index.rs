@@ -3293,6 +3293,7 @@ pub fn index_stats(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     out.set_item("scratch_bytes", super::scratch::pooled_bytes())?;
     out.set_item("prefetch", super::prefetch::enabled(py))?;
     out.set_item("direct_fields", super::fields::usable(py))?;
+    out.set_item("dict_tags", version_tag::usable(py))?;
     let c = reg.counters;
     out.set_item("by_identity", c.by_identity)?;
     out.set_item("by_id", c.by_id)?;

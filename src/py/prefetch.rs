@@ -13,7 +13,7 @@
 //! Finding where the next level lives without a reference taken or a
 //! lookup made reads internals that the limited API this module is built
 //! against does not name: the managed instance-dict pointer three words
-//! before an object (CPython 3.11 and 3.12, types with
+//! before an object (CPython 3.11 to 3.13, types with
 //! `Py_TPFLAGS_MANAGED_DICT`, which pydantic models are), a dict's size and
 //! key table pointer, and a list's item array pointer. The first three only
 //! choose what to *prefetch*: whatever they return, the values are read
@@ -22,7 +22,7 @@
 //! with remembered objects, from it (the array is what `PyList_GetItem`
 //! reads, without a call and a bounds check per item). They are made only
 //! on an interpreter where [`usable`] proved the layout (CPython, a GIL
-//! build, 3.11 or 3.12, and probes: an object whose managed dict is found
+//! build, 3.11 to 3.13, and probes: an object whose managed dict is found
 //! where expected, a dict's size and a list's item array where they are
 //! read); elsewhere these hints are not given, the lookups made only for
 //! them are not made, and items are read through the API.
@@ -174,7 +174,7 @@ fn usable(py: Python<'_>) -> bool {
 }
 
 fn self_test(py: Python<'_>) -> PyResult<bool> {
-    if !super::version_tag::admitted(py, "ADK_FASTCOMPACT_PREFETCH", 11..=12)? {
+    if !super::version_tag::admitted(py, "ADK_FASTCOMPACT_PREFETCH", 11..=13)? {
         return Ok(false);
     }
     // A class with a managed dict, an instance, and its dict made real.
@@ -188,8 +188,10 @@ fn self_test(py: Python<'_>) -> PyResult<bool> {
     if !managed(&probe) {
         return Ok(false);
     }
-    // SAFETY: CPython 3.11 / 3.12 (GIL builds) put two words before the GC
-    // header of an object of a managed-dict type; the read is inside that.
+    // SAFETY: CPython 3.11 to 3.13 (GIL builds) put a pre-header of at
+    // least one word before the GC header of an object of a managed-dict
+    // type, its dict pointer three words before the object (3.13's
+    // MANAGED_DICT_OFFSET); the read is inside that.
     let found = unsafe { instance_dict_ptr(probe.as_ptr()) };
     // A dict's size and a list's item array where they are read.
     let sized = PyDict::new(py);

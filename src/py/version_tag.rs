@@ -42,7 +42,9 @@ unsafe fn read(obj: *mut ffi::PyObject, offset: usize) -> u64 {
     unsafe { std::ptr::read(obj.cast::<u8>().add(offset).cast::<u64>()) }
 }
 
-fn usable(py: Python<'_>) -> bool {
+/// Whether version tags are read on this interpreter
+/// (`index_stats()["dict_tags"]`).
+pub(crate) fn usable(py: Python<'_>) -> bool {
     *USABLE.get_or_init(py, || self_test(py).unwrap_or(false))
 }
 
