@@ -32,7 +32,7 @@ while [ $# -gt 0 ]; do
     --bench-args) bench_args=$2; shift 2 ;;
     --wheel) wheel=$(realpath "$2"); shift 2 ;;
     --) shift; pytest_args=("$@"); break ;;
-    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
     *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
 done
