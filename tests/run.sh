@@ -15,5 +15,12 @@ ruff check python tests
 ruff format --check python tests
 echo "== stubtest"
 python -m mypy.stubtest adk_fastcompact._native
-echo "== pytest"
+echo "== the wheel users install (maturin build --release; reuses the build above)"
+rm -rf target/ci-wheel
+maturin build --release -q -o target/ci-wheel
+export ADK_FASTCOMPACT_WHEEL
+ADK_FASTCOMPACT_WHEEL="$(ls target/ci-wheel/*.whl)"
+echo "== pytest (google-adk 2.13.0)"
 python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile "$@"
+echo "== the other google-adk families this release reproduces (quick parity, one venv each)"
+python tests/families/run.py parity --quick --others --wheel "$ADK_FASTCOMPACT_WHEEL"

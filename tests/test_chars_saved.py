@@ -14,16 +14,17 @@ import random
 import adk_fastcompact as fc
 import pytest
 from adk_fastcompact import _native
-from compare import assert_same_error, call
+from compare import assert_same_error, call, needs
 from google.adk.apps import compaction as adk_compaction
 from google.adk.events.event import Event
 from google.adk.events.event_actions import EventActions, EventCompaction
 from google.genai import types
 from strategies import random_session
 
-pytestmark = pytest.mark.usefixtures("index_mode")
+pytestmark = [pytest.mark.usefixtures("index_mode"), needs("prompt_chars_saved")]
 
-ORIGINAL = adk_compaction._prompt_chars_saved
+# google-adk's own (2.12 on).
+ORIGINAL = getattr(adk_compaction, "_prompt_chars_saved", None)
 BLOCKS = 10
 PER_BLOCK = 100
 

@@ -80,6 +80,7 @@ HYPOTHESIS_EXAMPLES = 120
 
 #: Stats of every test_seeded_cases block, for test_seeded_cases_reach_rare_paths.
 TOTALS: dict[str, Counter[str]] = defaultdict(Counter)  # by index mode
+CHAOTIC_DECLINES: Counter[str] = Counter()
 
 APP = "app"
 USER = "user"
@@ -423,6 +424,8 @@ def _probe(stats: Counter[str]) -> Callable[[], None]:
     saved = {}
 
     def wrap(name: str, observe: Callable[..., None]) -> None:
+        if name in ABSENT:
+            return
         fn = getattr(adk_compaction, name)
         saved[name] = fn
 
@@ -551,7 +554,22 @@ def _mismatch(
     )
 
 
+# google-adk helpers a family may lack (both arrive in 2.12), and the counts
+# only they can reach.
+ABSENT = {
+    name
+    for name in ("_provably_dead_call_ids", "_is_range_worth_compacting")
+    if not hasattr(adk_compaction, name)
+}
+_REACHED_ONLY_BY = {
+    "dead calls": "_provably_dead_call_ids",
+    "not worth compacting": "_is_range_worth_compacting",
+    "chars saved": "_is_range_worth_compacting",
+}
+
+
 def _require(stats: Counter[str], minimum: dict[str, int]) -> None:
+    minimum = {k: v for k, v in minimum.items() if _REACHED_ONLY_BY.get(k) not in ABSENT}
     low = {k: stats[k] for k, v in minimum.items() if stats[k] < v}
     assert not low, f"too few cases reached {low}: {dict(stats)}"
 
@@ -638,7 +656,21 @@ def test_chaotic_sessions(block: int, capture: Capture) -> None:
             check_case(case, capture, stats, installed=seed % 2 == 0, well_formed=False)
         except AssertionError as error:
             raise AssertionError(f"chaotic seed {seed}") from error
-    _require(stats, {"summarizer called": CHAOTIC_PER_BLOCK // 5, "declined": 1})
+    # Before 2.12 nothing is priced, and a block's declines can all come
+    # from pricing its chaotic timestamps: there, the blocks together must
+    # decline (see test_chaotic_sessions_decline).
+    declined = 0 if "_is_range_worth_compacting" in ABSENT else 1
+    _require(stats, {"summarizer called": CHAOTIC_PER_BLOCK // 5, "declined": declined})
+    CHAOTIC_DECLINES["blocks"] += 1
+    CHAOTIC_DECLINES["declined"] += stats["declined"]
+
+
+def test_chaotic_sessions_decline() -> None:
+    """The chaotic blocks together reach the Rust core's declines (run after
+    them: same file, one worker with --dist loadfile)."""
+    if CHAOTIC_DECLINES["blocks"] < CHAOTIC_BLOCKS:
+        pytest.skip("the chaotic blocks did not all run in this process")
+    assert CHAOTIC_DECLINES["declined"] >= 1, CHAOTIC_DECLINES
 
 
 # -- hypothesis ------------------------------------------------------------------------

@@ -125,12 +125,14 @@ async def summarize_with(
 ) -> Event | None:
     """google-adk's `_summarize_events_with_trace` with `var` set to `value`
     while it runs (what our `_prompt_chars_saved` reads)."""
+    # Before 2.12 google-adk's takes no history (it prices nothing).
+    history: dict[str, Any] = {"events": events} if _PROFILE.priced else {}
     token = var.set(value)
     try:
         return await _adk._summarize_events_with_trace(
             session=session,
             config=config,
-            events=events,
+            **history,
             events_to_compact=events_to_compact,
             trigger=trigger,
         )
@@ -142,16 +144,40 @@ async def run_compaction_for_sliding_window(
     app: Any, session: Any, session_service: Any
 ) -> AsyncGenerator[Event, None]:
     """Same as `google.adk.apps.compaction._run_compaction_for_sliding_window`."""
+    async for event in _sliding_window(app, session, session_service, False):
+        yield event
+
+
+async def run_compaction_for_sliding_window_skippable(
+    app: Any, session: Any, session_service: Any, *, skip_token_compaction: bool = False
+) -> AsyncGenerator[Event, None]:
+    """Same as google-adk 2.10-2.11's `_run_compaction_for_sliding_window`,
+    whose caller may skip the token-threshold pass."""
+    async for event in _sliding_window(app, session, session_service, skip_token_compaction):
+        yield event
+
+
+async def _sliding_window(
+    app: Any, session: Any, session_service: Any, skip_token_compaction: bool
+) -> AsyncGenerator[Event, None]:
     config = app.events_compaction_config
     sliding = config is not None and _adk._has_sliding_window_config(config)
     interval = config.compaction_interval if sliding else 1
     overlap = config.overlap_size if sliding else 0
     selected = None
     if _is_int(interval) and _is_int(overlap):
-        selected = _native.sliding_window(session.events, interval, overlap, _PROFILE.scoped)
+        selected = _native.sliding_window(
+            session.events,
+            interval,
+            overlap,
+            scoped=_PROFILE.scoped,
+            dead_calls=_PROFILE.dead_calls,
+            priced=_PROFILE.priced,
+        )
     if selected is None:
         original = _reference.original("run_compaction_for_sliding_window")
-        async for event in original(app, session, session_service):
+        skip = {"skip_token_compaction": True} if skip_token_compaction else {}
+        async for event in original(app, session, session_service, **skip):
             yield event
         return
     events, events_to_compact, pricing, handle = selected
@@ -160,7 +186,7 @@ async def run_compaction_for_sliding_window(
     if config is None:
         return
 
-    if _adk._has_token_threshold_config(config):
+    if not skip_token_compaction and _adk._has_token_threshold_config(config):
         token_compacted = await _adk._run_compaction_for_token_threshold(
             app, session, session_service
         )
@@ -171,7 +197,7 @@ async def run_compaction_for_sliding_window(
         return
     if not events_to_compact:
         return
-    if not _worth_compacting(pricing):
+    if _PROFILE.priced and not _worth_compacting(pricing):
         return
     if app.root_agent is None:
         return
@@ -254,7 +280,13 @@ async def _token_threshold(
     selected = None
     if _is_int(config.event_retention_size):
         selected = _native.token_threshold_selection(
-            session.events, isolation_scope, config.event_retention_size, agent_name, scoped
+            session.events,
+            isolation_scope,
+            config.event_retention_size,
+            agent_name,
+            scoped=scoped,
+            dead_calls=_PROFILE.dead_calls,
+            priced=_PROFILE.priced,
         )
     if selected is None:
         original = _reference.original("run_compaction_for_token_threshold_config")
@@ -286,7 +318,7 @@ async def _token_threshold(
     if seed_from is not None:
         events_to_compact = [seed_event(seed_from), *events_to_compact]
 
-    if not _worth_compacting(pricing):
+    if _PROFILE.priced and not _worth_compacting(pricing):
         return False
 
     _adk._ensure_compaction_summarizer(config=config, agent=agent)

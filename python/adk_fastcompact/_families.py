@@ -36,6 +36,7 @@ NAMES: dict[str, str] = {
 #: release. A profile names the decisions of the Rust core and the Python
 #: control flow used for that family.
 PROFILES: dict[str, str] = {
+    "2.10.0": "2.10",
     "2.12.0": "2.12",
     "2.13.0": "2.13",
 }
@@ -57,11 +58,42 @@ class Profile:
     #: `_recover_compacted_function_calls` matches a response to a call by
     #: id alone (2.7 to 2.12), not to the latest preceding call (2.13).
     recover_by_id: bool
+    #: The pairing trim retries past provably dead calls (2.12 on).
+    dead_calls: bool
+    #: A selection is priced by `_is_range_worth_compacting` before it is
+    #: summarized, and `_summarize_events_with_trace` takes the whole
+    #: history (2.12 on).
+    priced: bool
+    #: `_run_compaction_for_sliding_window` takes `skip_token_compaction`
+    #: (before 2.12).
+    skip_token_compaction: bool
 
 
 _PROFILE_FLAGS: dict[str, Profile] = {
-    "2.13": Profile("2.13", scoped=True, recover_by_id=False),
-    "2.12": Profile("2.12", scoped=False, recover_by_id=True),
+    "2.13": Profile(
+        "2.13",
+        scoped=True,
+        recover_by_id=False,
+        dead_calls=True,
+        priced=True,
+        skip_token_compaction=False,
+    ),
+    "2.12": Profile(
+        "2.12",
+        scoped=False,
+        recover_by_id=True,
+        dead_calls=True,
+        priced=True,
+        skip_token_compaction=False,
+    ),
+    "2.10": Profile(
+        "2.10",
+        scoped=False,
+        recover_by_id=True,
+        dead_calls=False,
+        priced=False,
+        skip_token_compaction=True,
+    ),
 }
 
 

@@ -499,7 +499,13 @@ def prompt_chars_delta(
     """
 
 def sliding_window(
-    events: object, compaction_interval: int, overlap_size: int, scoped: bool = True
+    events: object,
+    compaction_interval: int,
+    overlap_size: int,
+    *,
+    scoped: bool = True,
+    dead_calls: bool = True,
+    priced: bool = True,
 ) -> (
     tuple[
         list[Event],
@@ -517,6 +523,10 @@ def sliding_window(
       overlap_size: Earlier invocations the window reaches back.
       scoped: Compact only events of no isolation scope, as google-adk 2.13
         does (before 2.13, every event).
+      dead_calls: Retry the pairing trim past provably dead calls (2.12 on;
+        before, the strict pass is the answer).
+      priced: Price the window for `_is_range_worth_compacting` (2.12 on;
+        else `pricing` is None).
 
     Returns:
       `(events, events_to_compact, pricing, selected)`: the live unscoped
@@ -533,7 +543,10 @@ def token_threshold_selection(
     isolation_scope: str | None,
     event_retention_size: int,
     agent_name: str,
+    *,
     scoped: bool = True,
+    dead_calls: bool = True,
+    priced: bool = True,
 ) -> (
     tuple[
         list[Event],
@@ -555,6 +568,8 @@ def token_threshold_selection(
       agent_name: Whose observed prompt token counts count (all when empty).
       scoped: Count and compact only `isolation_scope`'s events, as
         google-adk 2.13 does (before 2.13, every event; the scope unread).
+      dead_calls: As for `sliding_window`.
+      priced: As for `sliding_window`.
 
     Returns:
       `(rewound_events, events, prompt_token_count, events_to_compact,

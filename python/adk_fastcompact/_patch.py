@@ -36,10 +36,16 @@ MODES: tuple[str, ...] = ("parity", "exact")
 def _parity() -> dict[str, Callable[..., Any]]:
     from . import _compaction, _filtering
 
+    profile = _families.active()
     token = (
         _compaction.run_compaction_for_token_threshold_config
-        if _families.active().scoped
+        if profile.scoped
         else _compaction.run_compaction_for_token_threshold_config_unscoped
+    )
+    sliding = (
+        _compaction.run_compaction_for_sliding_window_skippable
+        if profile.skip_token_compaction
+        else _compaction.run_compaction_for_sliding_window
     )
     return {
         "apply_rewinds": _filtering.apply_rewinds,
@@ -47,7 +53,7 @@ def _parity() -> dict[str, Callable[..., Any]]:
         "process_compaction_events": _filtering.process_compaction_events,
         "recover_compacted_function_calls": _filtering.recover_compacted_function_calls,
         "prompt_chars_saved": _compaction.prompt_chars_saved,
-        "run_compaction_for_sliding_window": _compaction.run_compaction_for_sliding_window,
+        "run_compaction_for_sliding_window": sliding,
         "run_compaction_for_token_threshold_config": token,
     }
 

@@ -84,12 +84,12 @@ pub(super) fn holds_exactly(list: &Bound<'_, PyList>, objects: &[Py<PyAny>]) -> 
 /// nothing else).
 #[derive(Clone, Debug, PartialEq)]
 pub enum Asked {
-    /// `sliding_window`: the compaction interval and overlap, and whether
-    /// only unscoped events are compacted.
+    /// `sliding_window`: the compaction interval and overlap, and the
+    /// family's rules.
     Sliding {
         interval: usize,
         overlap: usize,
-        scoped: bool,
+        rules: Rules,
     },
     /// `token_threshold_selection`: the isolation scope (`None` inside:
     /// every scope, as google-adk before 2.13 compacts), the retention size
@@ -98,7 +98,21 @@ pub enum Asked {
         scope: Option<Option<Box<str>>>,
         retention: usize,
         agent: Option<Box<str>>,
+        rules: Rules,
     },
+}
+
+/// Where google-adk's families select differently (the Python profile's
+/// flags, see `adk_fastcompact._families.Profile`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rules {
+    /// Only unscoped events (sliding window) or the asked scope's (token
+    /// threshold) are compacted, as in 2.13; before, every event.
+    pub scoped: bool,
+    /// The pairing trim retries past provably dead calls (2.12 on).
+    pub dead_calls: bool,
+    /// The selection is priced for `_is_range_worth_compacting` (2.12 on).
+    pub priced: bool,
 }
 
 /// A selection's answer as positions in its list: what is handed out,
@@ -229,7 +243,8 @@ fn read_calls<'py>(
 
 /// The pairing trim of `window`: the strict pass reads the window's calls;
 /// only when its answer is not settled are the calls of all of `live` read
-/// for google-adk's dead-call pass.
+/// for google-adk's dead-call pass (2.12 on: `dead_calls`; before, the
+/// strict pass is the answer).
 fn trim<'py>(
     loaded: &mut Loaded<'py>,
     objects: &[Bound<'py, PyAny>],
@@ -237,12 +252,13 @@ fn trim<'py>(
     full: &mut [bool],
     window: &[usize],
     live: &[usize],
-    need: Need,
+    dead_calls: bool,
 ) -> Extracted<usize> {
+    let need = FULL;
     read_calls(loaded, objects, views, full, window, need)?;
     let ids = &loaded.ex.ids;
     let (strict, settled) = guarded(|| Ok(window::strict_prefix(views, ids, window)))?;
-    if settled {
+    if settled || !dead_calls {
         return Ok(strict);
     }
     read_calls(loaded, objects, views, full, live, need)?;
@@ -303,20 +319,29 @@ type SlidingOut<'py> = (
 /// empty content, flagged separately) and the latest surviving summary's
 /// compacted content.
 ///
-/// `scoped`: only events of no isolation scope are compacted, as google-adk
-/// 2.13 does (before, every event is).
+/// The family's rules (see [`Rules`]): `scoped`, `dead_calls`, `priced`
+/// (google-adk 2.13's by default; `pricing` is `None` when not priced).
 #[pyfunction]
-#[pyo3(signature = (events, compaction_interval, overlap_size, scoped = true))]
+#[pyo3(signature = (
+    events, compaction_interval, overlap_size, *, scoped = true, dead_calls = true, priced = true
+))]
 pub fn sliding_window<'py>(
     events: &Bound<'py, PyAny>,
     compaction_interval: i64,
     overlap_size: i64,
     scoped: bool,
+    dead_calls: bool,
+    priced: bool,
 ) -> PyResult<Option<SlidingOut<'py>>> {
+    let rules = Rules {
+        scoped,
+        dead_calls,
+        priced,
+    };
     finish(
         events.py(),
         "_run_compaction_for_sliding_window",
-        run_sliding(events, compaction_interval, overlap_size, scoped),
+        run_sliding(events, compaction_interval, overlap_size, rules),
     )
 }
 
@@ -324,7 +349,7 @@ fn run_sliding<'py>(
     events: &Bound<'py, PyAny>,
     interval: i64,
     overlap: i64,
-    scoped: bool,
+    rules: Rules,
 ) -> Extracted<SlidingOut<'py>> {
     let py = events.py();
     // google-adk validates these ranges; outside them its behaviour is its own.
@@ -335,7 +360,7 @@ fn run_sliding<'py>(
     let asked = Asked::Sliding {
         interval,
         overlap,
-        scoped,
+        rules,
     };
     let list = Extractor::list(events)?;
     if list.len() >= MAX_EVENTS {
@@ -352,7 +377,7 @@ fn run_sliding<'py>(
     let mut loaded = load(events, LIGHT)?;
     let objects = std::mem::take(&mut loaded.objects);
     let mut views = std::mem::take(&mut loaded.views);
-    let live = live(&views, |e| !scoped || e.scope.is_none());
+    let live = live(&views, |e| !rules.scoped || e.scope.is_none());
     let candidates = guarded(|| Ok(window::sliding_window_candidates(&views, &live, cfg)))?;
     let mut full = vec![false; views.len()];
     let keep = trim(
@@ -362,10 +387,10 @@ fn run_sliding<'py>(
         &mut full,
         &candidates,
         &live,
-        FULL,
+        rules.dead_calls,
     )?;
     let to_compact = &candidates[..keep];
-    let priced = if to_compact.is_empty() {
+    let priced = if to_compact.is_empty() || !rules.priced {
         None
     } else {
         let weightless = window::weightless_compaction(&views, to_compact);
@@ -497,17 +522,28 @@ type TokenOut<'py> = (
 /// `seed_compaction_event` when set; `pricing` is as for `sliding_window`,
 /// with the seed's timestamp priced first, as google-adk does.
 ///
-/// `scoped`: only `isolation_scope`'s events count and are compacted, as
-/// google-adk 2.13 does (before, every event; `isolation_scope` unread).
+/// The family's rules as for `sliding_window`; without `scoped` every event
+/// counts and is compacted (`isolation_scope` unread).
 #[pyfunction]
-#[pyo3(signature = (events, isolation_scope, event_retention_size, agent_name, scoped = true))]
+#[pyo3(signature = (
+    events, isolation_scope, event_retention_size, agent_name,
+    *, scoped = true, dead_calls = true, priced = true
+))]
+#[allow(clippy::too_many_arguments)]
 pub fn token_threshold_selection<'py>(
     events: &Bound<'py, PyAny>,
     isolation_scope: &Bound<'py, PyAny>,
     event_retention_size: i64,
     agent_name: &Bound<'py, PyAny>,
     scoped: bool,
+    dead_calls: bool,
+    priced: bool,
 ) -> PyResult<Option<TokenOut<'py>>> {
+    let rules = Rules {
+        scoped,
+        dead_calls,
+        priced,
+    };
     finish(
         events.py(),
         "_run_compaction_for_token_threshold_config",
@@ -516,7 +552,7 @@ pub fn token_threshold_selection<'py>(
             isolation_scope,
             event_retention_size,
             agent_name,
-            scoped,
+            rules,
         ),
     )
 }
@@ -526,8 +562,9 @@ fn run_token<'py>(
     isolation_scope: &Bound<'py, PyAny>,
     retention: i64,
     agent_name: &Bound<'py, PyAny>,
-    scoped: bool,
+    rules: Rules,
 ) -> Extracted<TokenOut<'py>> {
+    let scoped = rules.scoped;
     let py = events.py();
     let Ok(retention) = usize::try_from(retention) else {
         return Err(Outcome::Decline("config out of range"));
@@ -543,6 +580,7 @@ fn run_token<'py>(
             scope: scoped.then_some(scope),
             retention,
             agent,
+            rules,
         }),
         _ => None,
     };
@@ -593,10 +631,10 @@ fn run_token<'py>(
         &mut full,
         &window,
         &scoped,
-        need,
+        rules.dead_calls,
     )?;
     let selection = window::finish_token_selection(&views, &candidates, &window[..keep]);
-    let priced = if selection.to_compact.is_empty() {
+    let priced = if selection.to_compact.is_empty() || !rules.priced {
         None
     } else {
         let seed_ts = selection

@@ -4,6 +4,7 @@
     python tests/families/run.py parity             # the parity suite per shipped family
     python tests/families/run.py parity --quick     # the quick subset CI runs
     python tests/families/run.py imports --releases 1.0.0,2.4.0
+    python tests/families/run.py mutants            # each profile flag flipped: must fail
 
 Builds the wheel once (`maturin build --release`), then for each release a
 venv under `.families/venvs/<release>` with `google-adk==<release>` (and, for
@@ -11,8 +12,10 @@ venv under `.families/venvs/<release>` with `google-adk==<release>` (and, for
 the source tree). `imports` checks that `import adk_fastcompact` and
 `install()` never raise there and that `install()` accelerates exactly the
 families this release has a profile for; `parity` runs the differential and
-end-to-end tests in that venv against that release. Exits nonzero if any
-release fails.
+end-to-end tests in that venv against that release; `mutants` flips each
+flag of each shipped family's profile in the installed copy (a decision of
+the family changed on purpose) and checks that the quick parity subset then
+fails. Exits nonzero if any release fails (or any mutant survives).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import argparse
 import json
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -30,7 +34,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 WORK = ROOT / ".families"
 sys.path.insert(0, str(ROOT / "python"))
 
-from adk_fastcompact._families import PROFILES, families  # noqa: E402
+from adk_fastcompact import _families  # noqa: E402
+from adk_fastcompact._families import _PROFILE_FLAGS, PROFILES, families  # noqa: E402
 
 # Releases before compaction existed, where install() must warn and leave
 # google-adk alone: the first 1.x and the last one without compaction.
@@ -47,12 +52,15 @@ PARITY = (
     "tests/test_families.py",
 )
 # The quick subset: google-adk's own scenarios end to end and the
-# differential suite with fewer generated examples (HYPOTHESIS_PROFILE=quick).
+# differential suite with fewer generated examples (HYPOTHESIS_PROFILE=quick),
+# under two of the five index states (no index; the same lists again).
 QUICK = (
     "tests/test_differential.py",
     "tests/test_runner_e2e.py",
     "tests/test_install.py",
     "tests/test_families.py",
+    "-k",
+    "not cold and not copies and not invalidated",
 )
 
 SMOKE = """
@@ -146,24 +154,66 @@ def parity(python: pathlib.Path, release: str, quick: bool) -> bool:
     return done.returncode == 0
 
 
+def mutants(python: pathlib.Path, release: str) -> bool:
+    """Flips each flag of the release's profile in the installed package;
+    True when the quick parity subset fails for every flip."""
+    found = subprocess.run(
+        [str(python), "-c", "import adk_fastcompact._families as f; print(f.__file__)"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=WORK,
+    )
+    path = pathlib.Path(found.stdout.strip())
+    original = path.read_text()
+    fam = next(f for f in families() if release in f.releases)
+    profile = _PROFILE_FLAGS[PROFILES[fam.releases[0]]]
+    flags = [f for f in vars(profile) if f != "name"]
+    [block] = re.findall(rf'Profile\(\s*"{re.escape(profile.name)}",[^)]*\)', original)
+    killed = True
+    try:
+        for flag in flags:
+            value = getattr(profile, flag)
+            assert block.count(f"{flag}={value}") == 1, (flag, block)
+            mutant = block.replace(f"{flag}={value}", f"{flag}={not value}")
+            path.write_text(original.replace(block, mutant))
+            failed = not parity(python, release, quick=True)
+            print(f"   {release} with {flag}={not value}: {'failed' if failed else 'PASSED'}")
+            killed &= failed
+    finally:
+        path.write_text(original)
+    return killed
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("kind", choices=("imports", "parity"))
+    parser.add_argument("kind", choices=("imports", "parity", "mutants"))
     parser.add_argument("--releases", help="comma-separated google-adk releases")
     parser.add_argument("--quick", action="store_true", help="the quick parity subset")
+    parser.add_argument(
+        "--others",
+        action="store_true",
+        help="leave out the family of the google-adk running this script (CI tests it in full)",
+    )
     parser.add_argument("--wheel", type=pathlib.Path, help="a wheel built already")
     args = parser.parse_args()
     WORK.mkdir(exist_ok=True)
     built = args.wheel or wheel()
     picked = args.releases.split(",") if args.releases else releases_for(args.kind)
+    if args.others:
+        here = _families.recognise().family
+        picked = [r for r in picked if here is None or r not in here.releases]
     failed = []
     for release in picked:
         start = time.perf_counter()
         print(f"== google-adk {release}", flush=True)
-        python = venv(release, built, tests=args.kind == "parity")
-        ok = imports(python, release) if args.kind == "imports" else False
-        if args.kind == "parity":
+        python = venv(release, built, tests=args.kind != "imports")
+        if args.kind == "imports":
+            ok = imports(python, release)
+        elif args.kind == "parity":
             ok = parity(python, release, args.quick)
+        else:
+            ok = mutants(python, release)
         print(f"   {release}: {'ok' if ok else 'FAILED'} in {time.perf_counter() - start:.0f} s")
         if not ok:
             failed.append(release)
