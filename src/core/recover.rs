@@ -162,18 +162,7 @@ fn recover_missing(
             }
             // The latest update of this call occurrence wins; ties keep the
             // earlier event in source order.
-            let replace = match response_by_call.get(&call_key) {
-                None => true,
-                Some(&existing) => {
-                    let (new_ts, old_ts) = (event.timestamp, source[existing].timestamp);
-                    if new_ts.is_nan() || old_ts.is_nan() {
-                        let index = if new_ts.is_nan() { j } else { existing };
-                        return Err(CoreError::UnorderedTimestamp { index });
-                    }
-                    new_ts >= old_ts
-                }
-            };
-            if replace {
+            if replaces(source, j, response_by_call.get(&call_key).copied())? {
                 response_by_call.insert(call_key, j);
             }
         }
@@ -260,18 +249,7 @@ pub fn recover_by_id(
     let mut response_event_by_id: FastMap<Sym, usize> = FastMap::default();
     for (j, event) in source.iter().enumerate() {
         for &response_id in event.responses.of(ids) {
-            let replace = match response_event_by_id.get(&response_id) {
-                None => true,
-                Some(&existing) => {
-                    let (new_ts, old_ts) = (event.timestamp, source[existing].timestamp);
-                    if new_ts.is_nan() || old_ts.is_nan() {
-                        let index = if new_ts.is_nan() { j } else { existing };
-                        return Err(CoreError::UnorderedTimestamp { index });
-                    }
-                    new_ts >= old_ts
-                }
-            };
-            if replace {
+            if replaces(source, j, response_event_by_id.get(&response_id).copied())? {
                 response_event_by_id.insert(response_id, j);
             }
         }
@@ -301,6 +279,22 @@ pub fn recover_by_id(
         out.push(Recovered::Kept(i));
     }
     Ok(Some(out))
+}
+
+/// Whether the response `source[j]` takes the place of the one kept so far
+/// (`existing`): google-adk keeps the latest stamped, a tie going to the
+/// later in source order (`event.timestamp >= existing.timestamp`). A NaN
+/// stamp has no such order: refused.
+fn replaces(source: &[EventView], j: usize, existing: Option<usize>) -> Result<bool, CoreError> {
+    let Some(existing) = existing else {
+        return Ok(true);
+    };
+    let (new_ts, old_ts) = (source[j].timestamp, source[existing].timestamp);
+    if new_ts.is_nan() || old_ts.is_nan() {
+        let index = if new_ts.is_nan() { j } else { existing };
+        return Err(CoreError::UnorderedTimestamp { index });
+    }
+    Ok(new_ts >= old_ts)
 }
 
 #[cfg(test)]
