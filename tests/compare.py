@@ -7,8 +7,10 @@ oracle never comes from the code under test.
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import math
+import types
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -43,6 +45,41 @@ def _original(name: str) -> Callable[..., Any] | None:
     return fn
 
 
+def adk_module(*names: str) -> types.ModuleType:
+    """The first of google-adk's modules `names` the installed release has
+    (modules moved between families: `flows.llm_flows.context._contents`
+    was `flows.llm_flows.contents` before 2.10)."""
+    for name in names:
+        try:
+            return importlib.import_module(name)
+        except ModuleNotFoundError:
+            continue
+    raise ModuleNotFoundError(f"google-adk {_families.adk_version()} has none of {names}")
+
+
+def _sliding_pair_required() -> bool:
+    from google.adk.apps.app import EventsCompactionConfig
+
+    return EventsCompactionConfig.model_fields["compaction_interval"].is_required()
+
+
+#: Before 2.6 `EventsCompactionConfig` requires the sliding-window pair.
+SLIDING_PAIR_REQUIRED = _sliding_pair_required()
+
+
+def config_fields(config: dict[str, int]) -> dict[str, int]:
+    """`EventsCompactionConfig` fields for `config`: where google-adk requires
+    the sliding-window pair (before 2.6), a token-threshold-only config gets
+    one that never fires (an interval no session reaches)."""
+    if SLIDING_PAIR_REQUIRED and "compaction_interval" not in config:
+        return {**config, "compaction_interval": NEVER, "overlap_size": 0}
+    return config
+
+
+#: A compaction interval no session reaches.
+NEVER = 10**9
+
+
 def needs(name: str) -> pytest.MarkDecorator:
     """Skips a test where the installed google-adk has no function `name`."""
     return pytest.mark.skipif(
@@ -59,8 +96,38 @@ def scope_kwargs(isolation_scope: str | None) -> dict[str, Any]:
 
 ORIG_APPLY_REWINDS = _original("apply_rewinds")
 ORIG_GET_COMPACTION_RANGES = _original("get_compaction_ranges")
-ORIG_PROCESS = _original("process_compaction_events")
 ORIG_RECOVER = _original("recover_compacted_function_calls")
+
+
+def _process_pair() -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """google-adk's `_process_compaction_events` and the replacement
+    `install()` binds, both called `(events, agent_name)`: google-adk before
+    2.7 takes the events alone (every summary by "model"), so there the
+    tests' agent name is dropped on both sides."""
+    import adk_fastcompact as fc
+
+    orig = _original("process_compaction_events")
+    assert orig is not None
+    if PROFILE.attributed:
+        return orig, fc.process_compaction_events
+    ours = _patch_replacement("process_compaction_events")
+
+    def orig_unattributed(events: list[Event], agent_name: str = "") -> list[Event]:
+        return orig(events)
+
+    def ours_unattributed(events: list[Event], agent_name: str = "") -> list[Event]:
+        return ours(events)
+
+    return orig_unattributed, ours_unattributed
+
+
+def _patch_replacement(name: str) -> Callable[..., Any]:
+    from adk_fastcompact import _patch
+
+    return _patch.replacement(name, "parity")
+
+
+ORIG_PROCESS, OURS_PROCESS = _process_pair()
 
 
 @dataclass

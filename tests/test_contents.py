@@ -16,13 +16,17 @@ from typing import Any
 import adk_fastcompact as fc
 import pytest
 from adk_fastcompact._patch import replacement
-from compare import assert_same_error, call, deep_equal
-from google.adk.flows.llm_flows.context import _contents
+from compare import adk_module, assert_same_error, call, deep_equal
 from hypothesis import given, note, settings
 from hypothesis import strategies as st
 from strategies import AGENTS, BRANCHES, SCOPES, describe, random_session, sessions
 
 pytestmark = pytest.mark.usefixtures("index_mode")
+
+# The contents processor's module (moved in 2.10).
+_contents = adk_module(
+    "google.adk.flows.llm_flows.context._contents", "google.adk.flows.llm_flows.contents"
+)
 
 SEEDED_SESSIONS = 300
 HYPOTHESIS_EXAMPLES = 100

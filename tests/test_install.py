@@ -14,25 +14,20 @@ from typing import Any
 
 import adk_fastcompact as fc
 import pytest
-from adk_fastcompact import _families, _patch
-from compare import (
-    ORIG_APPLY_REWINDS,
-    ORIG_GET_COMPACTION_RANGES,
-    ORIG_PROCESS,
-    ORIG_RECOVER,
-)
+from adk_fastcompact import _families, _patch, _reference
+from compare import PROFILE, _original, needs
 
 # The prompt-side originals the installed google-adk has (2.12 has no
-# `_get_compaction_ranges`).
+# `_get_compaction_ranges`, 2.5-2.11 none, 2.3-2.4 only the first).
 ORIGINALS: dict[str, Callable[..., Any]] = {
-    name: fn
-    for name, fn in {
-        "_apply_rewinds": ORIG_APPLY_REWINDS,
-        "_get_compaction_ranges": ORIG_GET_COMPACTION_RANGES,
-        "_process_compaction_events": ORIG_PROCESS,
-        "_recover_compacted_function_calls": ORIG_RECOVER,
-    }.items()
-    if fn is not None
+    f"_{name}": fn
+    for name in (
+        "apply_rewinds",
+        "get_compaction_ranges",
+        "process_compaction_events",
+        "recover_compacted_function_calls",
+    )
+    if (fn := _original(name)) is not None
 }
 # What install() binds: our functions under google-adk's names.
 OURS: dict[str, Callable[..., Any]] = {
@@ -63,10 +58,28 @@ _SITES_2_13: dict[str, tuple[str, ...]] = {
     "google.adk.tools.model_consult._context": ("_apply_rewinds",),
     "google.adk.workflow.utils._replay_manager": ("_apply_rewinds",),
 }
-KNOWN_SITES = {
-    module: tuple(name for name in names if name in ORIGINALS)
-    for module, names in _SITES_2_13.items()
-}
+
+
+def _recorded_sites() -> dict[str, tuple[str, ...]]:
+    """Before 2.12: the modules tests/families/record.py found binding a
+    replaced function in the family's wheel, and the names each holds."""
+    sites = {}
+    for module in _reference.binding_modules():
+        held = vars(importlib.import_module(module))
+        names = tuple(name for name, fn in ORIGINALS.items() if held.get(name) is fn)
+        if names:
+            sites[module] = names
+    return sites
+
+
+KNOWN_SITES = (
+    {
+        module: tuple(name for name in names if name in ORIGINALS)
+        for module, names in _SITES_2_13.items()
+    }
+    if PROFILE.name in ("2.12", "2.13")
+    else _recorded_sites()
+)
 
 Snapshot = dict[tuple[str, str], Any]
 
@@ -132,18 +145,10 @@ def test_install_patches_every_binding_site(originals: Snapshot) -> None:
 
 def test_function_local_imports_see_ours(originals: Snapshot) -> None:
     fc.install()
-    from google.adk.apps import compaction
-    from google.adk.events._rewind_events import _apply_rewinds
-    from google.adk.flows.llm_flows.context._compaction import (
-        _process_compaction_events,
-        _recover_compacted_function_calls,
-    )
-
-    assert _apply_rewinds is OURS["_apply_rewinds"]
-    if "_get_compaction_ranges" in ORIGINALS:
-        assert compaction._get_compaction_ranges is OURS["_get_compaction_ranges"]
-    assert _process_compaction_events is OURS["_process_compaction_events"]
-    assert _recover_compacted_function_calls is OURS["_recover_compacted_function_calls"]
+    # What `from <defining module> import name` inside a function sees.
+    for ours, (module, name) in _reference.locations().items():
+        if name in ORIGINALS:
+            assert getattr(importlib.import_module(module), name) is OURS[name], ours
 
 
 def test_install_twice_is_idempotent(originals: Snapshot) -> None:
@@ -365,6 +370,7 @@ def test_replacements_carry_the_replaced_names_and_errors(name: str) -> None:
     assert bound.__globals__ is ours.__globals__
 
 
+@needs("apply_rewinds")
 def test_tracebacks_name_the_replaced_function(originals: Snapshot) -> None:
     fc.install()
     from google.adk.events import _rewind_events

@@ -40,7 +40,7 @@ from typing import Any
 import adk_fastcompact as fc
 import pytest
 from adk_fastcompact import _native, _patch, _reference
-from compare import deep_equal, scope_kwargs
+from compare import PROFILE, adk_module, config_fields, deep_equal, scope_kwargs
 from google.adk.agents.base_agent import BaseAgent
 from google.adk.agents.llm_agent import LlmAgent
 from google.adk.apps import compaction as adk_compaction
@@ -48,7 +48,6 @@ from google.adk.apps.app import App, EventsCompactionConfig
 from google.adk.apps.base_events_summarizer import BaseEventsSummarizer
 from google.adk.events.event import Event
 from google.adk.events.event_actions import EventActions, EventCompaction
-from google.adk.flows.llm_flows.context import _compaction as adk_context_compaction
 from google.adk.platform import time as platform_time
 from google.adk.platform import uuid as platform_uuid
 from google.adk.sessions.in_memory_session_service import InMemorySessionService
@@ -62,6 +61,11 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from strategies import DrawChooser, RandomChooser, describe, random_session
 from window_sessions import Case, Plan, build_case, draw_plan
+
+# The request processor that runs the token threshold (moved in 2.10).
+adk_context_compaction = adk_module(
+    "google.adk.flows.llm_flows.context._compaction", "google.adk.flows.llm_flows.compaction"
+)
 
 pytestmark = pytest.mark.usefixtures("index_mode")
 
@@ -294,7 +298,9 @@ class Side:
 def _make_config(plan: Plan, summarizer: RecordingSummarizer | None) -> Any:
     if plan.config is None:
         return None
-    return _quiet(lambda: EventsCompactionConfig(summarizer=summarizer, **plan.config))
+    return _quiet(
+        lambda: EventsCompactionConfig(summarizer=summarizer, **config_fields(plan.config))
+    )
 
 
 def _now(events: list[Event]) -> float:
@@ -436,7 +442,7 @@ def _probe(stats: Counter[str]) -> Callable[[], None]:
 
         setattr(adk_compaction, name, wrapper)
 
-    def prefix(result: list[Event], events: list[Event], **kwargs: Any) -> None:
+    def prefix(result: list[Event], events: list[Event], *args: Any, **kwargs: Any) -> None:
         stats["pairing calls"] += 1
         stats["pairing trimmed"] += len(result) < len(events)
         stats["pairing empty"] += not result and bool(events)
@@ -456,6 +462,8 @@ def _probe(stats: Counter[str]) -> Callable[[], None]:
         stats["estimated"] += 1
 
     wrap("_longest_self_contained_prefix", prefix)
+    # Before 2.3: the window truncated before pending calls (then requests).
+    wrap("_truncate_events_before_pending_function_call", prefix)
     wrap("_provably_dead_call_ids", dead)
     wrap("_events_to_compact_for_token_threshold", token)
     wrap("_is_range_worth_compacting", worth)
@@ -558,7 +566,12 @@ def _mismatch(
 # only they can reach.
 ABSENT = {
     name
-    for name in ("_provably_dead_call_ids", "_is_range_worth_compacting")
+    for name in (
+        "_provably_dead_call_ids",
+        "_is_range_worth_compacting",
+        "_longest_self_contained_prefix",
+        "_truncate_events_before_pending_function_call",
+    )
     if not hasattr(adk_compaction, name)
 }
 _REACHED_ONLY_BY = {
@@ -734,10 +747,15 @@ def test_the_latest_token_count_is_found_however_far_back(at: int, stop: int | N
                 actions=actions,
             )
         )
-    out = _native.token_threshold_selection(events, None, 4, "root")
+    out = _native.token_threshold_selection(events, None, 4, "root", own_counts=PROFILE.own_counts)
     assert out is not None
     count = out[2]
-    expected = 1234 if stop is None or stop < at else None
+    if PROFILE.own_counts:
+        expected = 1234 if stop is None or stop < at else None
+    else:
+        # Before 2.10: the newest count of any event, past compactions.
+        newest = max(i for i in range(200) if i == at or i % 3 == 0)
+        expected = 1234 if newest == at else newest
     assert count == expected
     if expected is not None:
         assert adk_compaction._latest_prompt_token_count(events, agent_name="root") == expected

@@ -157,9 +157,47 @@ async def run_compaction_for_sliding_window_skippable(
         yield event
 
 
+async def run_compaction_for_sliding_window_appending(
+    app: Any, session: Any, session_service: Any, *, skip_token_compaction: bool = False
+) -> None:
+    """Same as google-adk 1.34-2.4's `_run_compaction_for_sliding_window`, a
+    coroutine that appends the summary itself."""
+    done = await _sliding_event(app, session, session_service, skip_token_compaction)
+    if done is None:
+        original = _reference.original("run_compaction_for_sliding_window")
+        skip = {"skip_token_compaction": True} if skip_token_compaction else {}
+        return await original(app, session, session_service, **skip)
+    summarized, compaction_event = done
+    if compaction_event:
+        await session_service.append_event(session=session, event=compaction_event)
+    if summarized:
+        logger.debug("Event compactor finished.")
+    return None
+
+
 async def _sliding_window(
     app: Any, session: Any, session_service: Any, skip_token_compaction: bool
 ) -> AsyncGenerator[Event, None]:
+    done = await _sliding_event(app, session, session_service, skip_token_compaction)
+    if done is None:
+        original = _reference.original("run_compaction_for_sliding_window")
+        skip = {"skip_token_compaction": True} if skip_token_compaction else {}
+        async for event in original(app, session, session_service, **skip):
+            yield event
+        return
+    summarized, compaction_event = done
+    if summarized:
+        logger.debug("Event compactor finished.")
+    if compaction_event:
+        yield compaction_event
+
+
+async def _sliding_event(
+    app: Any, session: Any, session_service: Any, skip_token_compaction: bool
+) -> tuple[bool, Event | None] | None:
+    """google-adk's sliding window up to its summary: `(summarized, event)`,
+    where `summarized` says the summarizer ran; None when Rust declined the
+    session (the caller runs google-adk's own)."""
     config = app.events_compaction_config
     sliding = config is not None and _adk._has_sliding_window_config(config)
     interval = config.compaction_interval if sliding else 1
@@ -173,44 +211,41 @@ async def _sliding_window(
             scoped=_PROFILE.scoped,
             dead_calls=_PROFILE.dead_calls,
             priced=_PROFILE.priced,
+            rewinds=_PROFILE.rewinds,
+            self_contained=_PROFILE.self_contained,
         )
     if selected is None:
-        original = _reference.original("run_compaction_for_sliding_window")
-        skip = {"skip_token_compaction": True} if skip_token_compaction else {}
-        async for event in original(app, session, session_service, **skip):
-            yield event
-        return
+        return None
     events, events_to_compact, pricing, handle = selected
+    nothing = (False, None)
     if not events:
-        return
+        return nothing
     if config is None:
-        return
+        return nothing
 
     if not skip_token_compaction and _adk._has_token_threshold_config(config):
         token_compacted = await _adk._run_compaction_for_token_threshold(
             app, session, session_service
         )
         if token_compacted:
-            return
+            return nothing
 
     if not sliding:
-        return
+        return nothing
     if not events_to_compact:
-        return
+        return nothing
     if _PROFILE.priced and not _worth_compacting(pricing):
-        return
+        return nothing
     if app.root_agent is None:
-        return
+        return nothing
     _adk._ensure_compaction_summarizer(config=config, agent=app.root_agent)
     if config.summarizer is None:
-        return
+        return nothing
 
     compaction_event = await _summarize(
         session, config, events, events_to_compact, "sliding_window", handle
     )
-    logger.debug("Event compactor finished.")
-    if compaction_event:
-        yield compaction_event
+    return True, compaction_event
 
 
 async def run_compaction_for_token_threshold_config(
@@ -287,6 +322,9 @@ async def _token_threshold(
             scoped=scoped,
             dead_calls=_PROFILE.dead_calls,
             priced=_PROFILE.priced,
+            own_counts=_PROFILE.own_counts,
+            rewinds=_PROFILE.rewinds,
+            self_contained=_PROFILE.self_contained,
         )
     if selected is None:
         original = _reference.original("run_compaction_for_token_threshold_config")

@@ -36,6 +36,12 @@ NAMES: dict[str, str] = {
 #: release. A profile names the decisions of the Rust core and the Python
 #: control flow used for that family.
 PROFILES: dict[str, str] = {
+    "1.34.0": "2.0",
+    "2.0.0": "2.0",
+    "2.3.0": "2.3",
+    "2.5.0": "2.5",
+    "2.7.0": "2.7",
+    "2.8.0": "2.7",
     "2.10.0": "2.10",
     "2.12.0": "2.12",
     "2.13.0": "2.13",
@@ -67,6 +73,23 @@ class Profile:
     #: `_run_compaction_for_sliding_window` takes `skip_token_compaction`
     #: (before 2.12).
     skip_token_compaction: bool
+    #: The observed prompt token count is the agent's own and newer than the
+    #: newest compaction (2.10 on); before, the newest count of any event.
+    own_counts: bool
+    #: `_process_compaction_events(events, agent_name)` attributes the
+    #: summaries to the agent (2.7 on); before, it takes the events alone and
+    #: every summary's author is "model".
+    attributed: bool
+    #: The selections leave rewound invocations out first (2.5 on); before,
+    #: they read every event.
+    rewinds: bool
+    #: The pairing trim keeps the longest self-contained prefix (2.3 on);
+    #: before, it truncates the window before pending function calls and
+    #: unresolved tool confirmation or auth requests.
+    self_contained: bool
+    #: `_run_compaction_for_sliding_window` is a coroutine that appends the
+    #: summary itself (before 2.5); from 2.5 an async generator yielding it.
+    sliding_appends: bool
 
 
 _PROFILE_FLAGS: dict[str, Profile] = {
@@ -77,6 +100,11 @@ _PROFILE_FLAGS: dict[str, Profile] = {
         dead_calls=True,
         priced=True,
         skip_token_compaction=False,
+        own_counts=True,
+        attributed=True,
+        rewinds=True,
+        self_contained=True,
+        sliding_appends=False,
     ),
     "2.12": Profile(
         "2.12",
@@ -85,6 +113,11 @@ _PROFILE_FLAGS: dict[str, Profile] = {
         dead_calls=True,
         priced=True,
         skip_token_compaction=False,
+        own_counts=True,
+        attributed=True,
+        rewinds=True,
+        self_contained=True,
+        sliding_appends=False,
     ),
     "2.10": Profile(
         "2.10",
@@ -93,6 +126,70 @@ _PROFILE_FLAGS: dict[str, Profile] = {
         dead_calls=False,
         priced=False,
         skip_token_compaction=True,
+        own_counts=True,
+        attributed=True,
+        rewinds=True,
+        self_contained=True,
+        sliding_appends=False,
+    ),
+    # 2.7 to 2.9: 2.10's decisions but the token count's (2.8-2.9 differ
+    # from 2.7 only in `_estimate_prompt_token_count`, which stays Python).
+    "2.7": Profile(
+        "2.7",
+        scoped=False,
+        recover_by_id=True,
+        dead_calls=False,
+        priced=False,
+        skip_token_compaction=True,
+        own_counts=False,
+        attributed=True,
+        rewinds=True,
+        self_contained=True,
+        sliding_appends=False,
+    ),
+    "2.5": Profile(
+        "2.5",
+        scoped=False,
+        recover_by_id=True,
+        dead_calls=False,
+        priced=False,
+        skip_token_compaction=True,
+        own_counts=False,
+        attributed=False,
+        rewinds=True,
+        self_contained=True,
+        sliding_appends=False,
+    ),
+    # 2.3 to 2.4: 2.5's decisions over every event (no rewinds yet), the
+    # sliding window a coroutine.
+    "2.3": Profile(
+        "2.3",
+        scoped=False,
+        recover_by_id=True,
+        dead_calls=False,
+        priced=False,
+        skip_token_compaction=True,
+        own_counts=False,
+        attributed=False,
+        rewinds=False,
+        sliding_appends=True,
+        self_contained=True,
+    ),
+    # 1.34 to 2.2: 2.3's but the pairing trim truncates before pending calls
+    # and unresolved requests (1.34-1.39 differ from 2.0 only in guards for
+    # `event.actions` being None, which an Event's model never lets it be).
+    "2.0": Profile(
+        "2.0",
+        scoped=False,
+        recover_by_id=True,
+        dead_calls=False,
+        priced=False,
+        skip_token_compaction=True,
+        own_counts=False,
+        attributed=False,
+        rewinds=False,
+        self_contained=False,
+        sliding_appends=True,
     ),
 }
 

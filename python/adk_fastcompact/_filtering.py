@@ -54,8 +54,15 @@ def process_compaction_events(events: list[Event], agent_name: str = "") -> list
     reuse = _summaries.ids_unobservable()
     out = _native.process_compaction_events(events, summary, author if reuse else None)
     if out is None:
-        return _reference.original("process_compaction_events")(events, agent_name)
+        original = _reference.original("process_compaction_events")
+        return original(events, agent_name) if agent_name else original(events)
     return out
+
+
+def process_compaction_events_unattributed(events: list[Event]) -> list[Event]:
+    """`_process_compaction_events(events)` of google-adk 2.5 to 2.6, which
+    takes no agent name: every summary's author is "model"."""
+    return process_compaction_events(events)
 
 
 def recover_compacted_function_calls(

@@ -506,6 +506,8 @@ def sliding_window(
     scoped: bool = True,
     dead_calls: bool = True,
     priced: bool = True,
+    rewinds: bool = True,
+    self_contained: bool = True,
 ) -> (
     tuple[
         list[Event],
@@ -527,6 +529,11 @@ def sliding_window(
         before, the strict pass is the answer).
       priced: Price the window for `_is_range_worth_compacting` (2.12 on;
         else `pricing` is None).
+      rewinds: Leave rewound invocations out first (2.5 on; before, every
+        event is read).
+      self_contained: Trim the window to its longest self-contained prefix
+        (2.3 on; before, truncate it before pending function calls and
+        unresolved tool confirmation or auth requests of the session).
 
     Returns:
       `(events, events_to_compact, pricing, selected)`: the live unscoped
@@ -547,6 +554,9 @@ def token_threshold_selection(
     scoped: bool = True,
     dead_calls: bool = True,
     priced: bool = True,
+    own_counts: bool = True,
+    rewinds: bool = True,
+    self_contained: bool = True,
 ) -> (
     tuple[
         list[Event],
@@ -570,6 +580,11 @@ def token_threshold_selection(
         google-adk 2.13 does (before 2.13, every event; the scope unread).
       dead_calls: As for `sliding_window`.
       priced: As for `sliding_window`.
+      own_counts: The observed count is `agent_name`'s own and newer than
+        the newest compaction, as google-adk 2.10 on reads it (before, the
+        newest count of any event).
+      rewinds: As for `sliding_window`.
+      self_contained: As for `sliding_window`.
 
     Returns:
       `(rewound_events, events, prompt_token_count, events_to_compact,

@@ -42,15 +42,20 @@ def _parity() -> dict[str, Callable[..., Any]]:
         if profile.scoped
         else _compaction.run_compaction_for_token_threshold_config_unscoped
     )
-    sliding = (
-        _compaction.run_compaction_for_sliding_window_skippable
-        if profile.skip_token_compaction
-        else _compaction.run_compaction_for_sliding_window
-    )
+    if profile.sliding_appends:
+        sliding = _compaction.run_compaction_for_sliding_window_appending
+    elif profile.skip_token_compaction:
+        sliding = _compaction.run_compaction_for_sliding_window_skippable
+    else:
+        sliding = _compaction.run_compaction_for_sliding_window
     return {
         "apply_rewinds": _filtering.apply_rewinds,
         "get_compaction_ranges": _filtering.get_compaction_ranges,
-        "process_compaction_events": _filtering.process_compaction_events,
+        "process_compaction_events": (
+            _filtering.process_compaction_events
+            if profile.attributed
+            else _filtering.process_compaction_events_unattributed
+        ),
         "recover_compacted_function_calls": _filtering.recover_compacted_function_calls,
         "prompt_chars_saved": _compaction.prompt_chars_saved,
         "run_compaction_for_sliding_window": sliding,

@@ -8,7 +8,7 @@
 //! and events of other isolation scopes. Results are indices into `events`.
 
 use super::event::{EventView, Sym};
-use super::hash::FastSet;
+use super::hash::{FastMap, FastSet};
 use super::ranges::compaction_ranges;
 
 /// Sliding-window parameters (`compaction_interval`, `overlap_size`).
@@ -148,6 +148,62 @@ pub fn longest_self_contained_prefix(
         return strict;
     }
     strict.max(pairing_pass(events, ids, window, &dead))
+}
+
+/// Length of the prefix of `window` google-adk 1.30 to 2.2 keeps: up to its
+/// first event calling a pending id (called in `all`, answered nowhere in
+/// `all`), then up to its first event with a tool confirmation or auth
+/// request that no response later in `all` resolves (google-adk's
+/// `_truncate_events_before_pending_function_call` and
+/// `_truncate_events_before_hitl_signal`; `all` is the session google-adk
+/// hands them).
+pub fn truncated_prefix(
+    events: &[EventView],
+    ids: &[Sym],
+    window: &[usize],
+    all: &[usize],
+) -> usize {
+    let mut answered: FastSet<Sym> = FastSet::default();
+    // Where each request is first seen, and the requests a later response
+    // resolves (a response in the requesting event does not).
+    let mut requested_at: FastMap<Sym, usize> = FastMap::default();
+    let mut resolved: FastSet<Sym> = FastSet::default();
+    for (at, &i) in all.iter().enumerate() {
+        let e = &events[i];
+        answered.extend(e.responses.of(ids));
+        for &id in e.pending.of(ids) {
+            requested_at.entry(id).or_insert(at);
+        }
+        for id in e.responses.of(ids) {
+            if requested_at.get(id).is_some_and(|&first| at > first) {
+                resolved.insert(*id);
+            }
+        }
+    }
+    // The window is part of `all`: a call it makes is pending when no
+    // response anywhere answers it.
+    let pending_call = |i: usize| {
+        events[i]
+            .calls
+            .of(ids)
+            .iter()
+            .any(|id| !answered.contains(id))
+    };
+    let calls_end = window
+        .iter()
+        .position(|&i| pending_call(i))
+        .unwrap_or(window.len());
+    let unresolved = |i: usize| {
+        events[i]
+            .pending
+            .of(ids)
+            .iter()
+            .any(|id| !resolved.contains(id))
+    };
+    window[..calls_end]
+        .iter()
+        .position(|&i| unresolved(i))
+        .unwrap_or(calls_end)
 }
 
 /// The strict pass of [`longest_self_contained_prefix`], and whether its
@@ -376,15 +432,18 @@ pub fn finish_token_selection(
 
 /// The latest prompt token count google-adk trusts: the newest usage count
 /// of `agent` (any agent when `None`) among `live` events of the scope, not
-/// looking past the newest compaction. `None`: google-adk estimates instead.
+/// looking past the newest compaction when `since_compaction` (2.10 on;
+/// before, the newest count of any event). `None`: google-adk estimates
+/// instead.
 pub fn latest_prompt_token_count(
     events: &[EventView],
     scoped: &[usize],
     agent: Option<Sym>,
+    since_compaction: bool,
 ) -> Option<i64> {
     for &i in scoped.iter().rev() {
         let e = &events[i];
-        if e.compaction.is_some() {
+        if since_compaction && e.compaction.is_some() {
             return None;
         }
         if let Some(count) = e.prompt_tokens {

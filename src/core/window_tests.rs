@@ -190,7 +190,7 @@ fn sel(to_compact: Vec<usize>, seed_from: Option<usize>) -> TokenSelection {
 
 fn count(evs: &[Ev], agent: Option<Sym>) -> Option<i64> {
     let (views, _) = build(evs);
-    latest_prompt_token_count(&views, &all(evs), agent)
+    latest_prompt_token_count(&views, &all(evs), agent, true)
 }
 
 fn sorted(set: impl IntoIterator<Item = Sym>) -> Vec<Sym> {
@@ -682,6 +682,33 @@ fn token_reads_only_live_events() {
     assert_eq!(tok(&evs, &[0, 1, 2], 0), TokenSelection::default());
 }
 
+/// google-adk 2.0: the window stops before a call answered nowhere, and
+/// before a request no later response resolves; a response in the
+/// requesting event itself resolves nothing.
+#[test]
+fn truncation_stops_at_pending_calls_and_unresolved_requests() {
+    let evs = vec![
+        ev(1.0, A).call(1),
+        ev(2.0, A).resp(1),
+        ev(3.0, B).call(2),
+        ev(4.0, B).pend(3).resp(3),
+        ev(5.0, C).pend(4),
+        ev(6.0, C).resp(4),
+    ];
+    let (views, ids) = build(&evs);
+    let every = all(&evs);
+    // Call 2 is answered nowhere: cut before it.
+    assert_eq!(truncated_prefix(&views, &ids, &every, &every), 2);
+    // Past it, request 3 is answered only in its own event: cut there.
+    assert_eq!(truncated_prefix(&views, &ids, &every[3..], &every), 0);
+    // Request 4 is resolved later: nothing cut.
+    assert_eq!(truncated_prefix(&views, &ids, &every[4..], &every), 2);
+    // Unlike the self-contained prefix, an open call answered later in the
+    // session does not stop the window.
+    assert_eq!(truncated_prefix(&views, &ids, &every[..1], &every), 1);
+    assert_eq!(prefix(&evs, &every[..1], false), 0);
+}
+
 // ---------------------------------------------------------------------------
 // latest_prompt_token_count
 // ---------------------------------------------------------------------------
@@ -712,10 +739,29 @@ fn prompt_count_stops_at_a_compaction() {
     assert_eq!(count(&evs, Some(AG1)), None);
     let (views, _) = build(&evs);
     assert_eq!(
-        latest_prompt_token_count(&views, &[0, 2], Some(AG1)),
+        latest_prompt_token_count(&views, &[0, 2], Some(AG1), true),
         Some(10)
     );
-    assert_eq!(latest_prompt_token_count(&views, &[0, 1], None), None);
+    assert_eq!(latest_prompt_token_count(&views, &[0, 1], None, true), None);
+}
+
+/// Before 2.10 the newest count of any event counts, a compaction no stop.
+#[test]
+fn prompt_count_before_2_10_looks_past_compactions() {
+    let evs = vec![
+        ev(1.0, A).tokens(10, AG1),
+        comp(1.5, None, None).no_content(),
+        ev(2.0, A),
+    ];
+    let (views, _) = build(&evs);
+    assert_eq!(
+        latest_prompt_token_count(&views, &[0, 1, 2], None, true),
+        None
+    );
+    assert_eq!(
+        latest_prompt_token_count(&views, &[0, 1, 2], None, false),
+        Some(10)
+    );
 }
 
 // ---------------------------------------------------------------------------
@@ -1039,10 +1085,59 @@ fn py_sliding_window(events: &[Ev], interval: usize, overlap: usize, trim: bool)
     events_to_compact
 }
 
-/// The loop of `_latest_prompt_token_count` (`None`: it estimates instead).
-fn py_latest_prompt_token_count(scoped_events: &[Ev], agent: Option<Sym>) -> Option<i64> {
+/// google-adk 2.0's `_truncate_events_before_pending_function_call` after
+/// `_pending_function_call_ids(all_events)`, then
+/// `_truncate_events_before_hitl_signal` after
+/// `_resolved_hitl_call_ids(all_events)`: the length kept.
+fn py_truncated(events: &[Ev], all_events: &[Ev]) -> usize {
+    let mut all_call_ids = Set::new();
+    let mut all_response_ids = Set::new();
+    for event in all_events {
+        all_call_ids.extend(py_call_ids(event));
+        all_response_ids.extend(py_response_ids(event));
+    }
+    let pending_ids: Set = all_call_ids
+        .difference(&all_response_ids)
+        .copied()
+        .collect();
+    let mut kept = events.len();
+    for (index, event) in events.iter().enumerate() {
+        let call_ids = py_call_ids(event);
+        if !call_ids.is_empty() && !call_ids.is_disjoint(&pending_ids) {
+            kept = index;
+            break;
+        }
+    }
+    let mut hitl_position: std::collections::HashMap<Sym, usize> = Default::default();
+    let mut resolved = Set::new();
+    for (index, event) in all_events.iter().enumerate() {
+        for call_id in &event.pending {
+            hitl_position.entry(*call_id).or_insert(index);
+        }
+        for resp_id in py_response_ids(event) {
+            if hitl_position.get(&resp_id).is_some_and(|&pos| index > pos) {
+                resolved.insert(resp_id);
+            }
+        }
+    }
+    for (index, event) in events[..kept].iter().enumerate() {
+        let requested: Set = event.pending.iter().copied().collect();
+        if !requested.is_empty() && !requested.is_subset(&resolved) {
+            return index;
+        }
+    }
+    kept
+}
+
+/// The loop of `_latest_prompt_token_count` (`None`: it estimates instead);
+/// before 2.10 (`since_compaction` false) without the compaction stop.
+fn py_latest_prompt_token_count(
+    scoped_events: &[Ev],
+    agent: Option<Sym>,
+    since_compaction: bool,
+) -> Option<i64> {
     for event in scoped_events.iter().rev() {
-        if event.comp.is_some() {
+        if since_compaction && event.comp.is_some() {
             break;
         }
         if event.tokens.is_some() && (agent.is_none() || event.author == agent) {
@@ -1161,6 +1256,19 @@ proptest! {
     }
 
     #[test]
+    fn prop_truncated_prefix_matches_python(
+        (evs, live) in arb_session(),
+        a in 0usize..64,
+        b in 0usize..64,
+    ) {
+        let (views, ids) = build(&evs);
+        let window = sub_window(&live, a, b);
+        let got = truncated_prefix(&views, &ids, &window, &live);
+        let want = py_truncated(&pick(&evs, &window), &pick(&evs, &live));
+        prop_assert_eq!(got, want);
+    }
+
+    #[test]
     fn prop_provably_dead_matches_python(
         (evs, live) in arb_session(),
         a in 0usize..64,
@@ -1212,10 +1320,12 @@ proptest! {
     fn prop_latest_prompt_count_matches_python(
         (evs, live) in arb_session(),
         agent in prop::option::of(201u32..204),
+        since_compaction in any::<bool>(),
     ) {
         let (views, _) = build(&evs);
-        let got = latest_prompt_token_count(&views, &live, agent);
-        prop_assert_eq!(got, py_latest_prompt_token_count(&pick(&evs, &live), agent));
+        let got = latest_prompt_token_count(&views, &live, agent, since_compaction);
+        let want = py_latest_prompt_token_count(&pick(&evs, &live), agent, since_compaction);
+        prop_assert_eq!(got, want);
     }
 
     #[test]

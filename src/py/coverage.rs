@@ -589,7 +589,14 @@ pub fn exact_token_threshold<'py>(
         };
         let (a, list) = answer(events, isolation_scope, asked, |r| {
             let agent = r.loaded.ex.interner.optional(agent_name, "agent_name")?;
-            let count = latest_count(&mut r.loaded, &r.objects, &mut r.all, &r.scoped, agent)?;
+            let count = latest_count(
+                &mut r.loaded,
+                &r.objects,
+                &mut r.all,
+                &r.scoped,
+                agent,
+                true,
+            )?;
             if count.is_some_and(|c| c < token_threshold) {
                 // Observed below the threshold: nothing to select.
                 return Ok((Vec::new(), Vec::new(), count, f64::NEG_INFINITY));

@@ -113,6 +113,14 @@ pub struct Rules {
     pub dead_calls: bool,
     /// The selection is priced for `_is_range_worth_compacting` (2.12 on).
     pub priced: bool,
+    /// The observed prompt token count is the agent's own, newer than the
+    /// newest compaction (2.10 on); before, the newest of any event.
+    pub own_counts: bool,
+    /// Rewound invocations are left out first (2.5 on); before, every event.
+    pub rewinds: bool,
+    /// The pairing trim keeps the longest self-contained prefix (2.3 on);
+    /// before, it truncates before pending calls and unresolved requests.
+    pub self_contained: bool,
 }
 
 /// A selection's answer as positions in its list: what is handed out,
@@ -222,6 +230,19 @@ pub(super) fn live(views: &[EventView], keep: impl Fn(&EventView) -> bool) -> Ve
         .collect()
 }
 
+/// The events a selection reads: [`live`] where the family applies rewinds,
+/// else every event `keep` admits.
+fn selected_from(
+    views: &[EventView],
+    rules: Rules,
+    keep: impl Fn(&EventView) -> bool,
+) -> Vec<usize> {
+    match rules.rewinds {
+        true => live(views, keep),
+        false => (0..views.len()).filter(|&i| keep(&views[i])).collect(),
+    }
+}
+
 /// Completes the views at `indices` with their function-call data
 /// (`need`), once each (see [`Loaded::complete`]: from the index where the
 /// session's index has them).
@@ -252,13 +273,21 @@ fn trim<'py>(
     full: &mut [bool],
     window: &[usize],
     live: &[usize],
-    dead_calls: bool,
+    rules: Rules,
 ) -> Extracted<usize> {
     let need = FULL;
     read_calls(loaded, objects, views, full, window, need)?;
+    if !rules.self_contained {
+        // Before 2.3: what the whole session leaves pending or unresolved.
+        read_calls(loaded, objects, views, full, live, need)?;
+        let ids = &loaded.ex.ids;
+        return Ok(guarded(|| {
+            Ok(window::truncated_prefix(views, ids, window, live))
+        })?);
+    }
     let ids = &loaded.ex.ids;
     let (strict, settled) = guarded(|| Ok(window::strict_prefix(views, ids, window)))?;
-    if settled || !dead_calls {
+    if settled || !rules.dead_calls {
         return Ok(strict);
     }
     read_calls(loaded, objects, views, full, live, need)?;
@@ -323,8 +352,10 @@ type SlidingOut<'py> = (
 /// (google-adk 2.13's by default; `pricing` is `None` when not priced).
 #[pyfunction]
 #[pyo3(signature = (
-    events, compaction_interval, overlap_size, *, scoped = true, dead_calls = true, priced = true
+    events, compaction_interval, overlap_size,
+    *, scoped = true, dead_calls = true, priced = true, rewinds = true, self_contained = true
 ))]
+#[allow(clippy::too_many_arguments)]
 pub fn sliding_window<'py>(
     events: &Bound<'py, PyAny>,
     compaction_interval: i64,
@@ -332,11 +363,17 @@ pub fn sliding_window<'py>(
     scoped: bool,
     dead_calls: bool,
     priced: bool,
+    rewinds: bool,
+    self_contained: bool,
 ) -> PyResult<Option<SlidingOut<'py>>> {
     let rules = Rules {
         scoped,
         dead_calls,
         priced,
+        // The sliding window reads no count.
+        own_counts: true,
+        rewinds,
+        self_contained,
     };
     finish(
         events.py(),
@@ -377,7 +414,7 @@ fn run_sliding<'py>(
     let mut loaded = load(events, LIGHT)?;
     let objects = std::mem::take(&mut loaded.objects);
     let mut views = std::mem::take(&mut loaded.views);
-    let live = live(&views, |e| !rules.scoped || e.scope.is_none());
+    let live = selected_from(&views, rules, |e| !rules.scoped || e.scope.is_none());
     let candidates = guarded(|| Ok(window::sliding_window_candidates(&views, &live, cfg)))?;
     let mut full = vec![false; views.len()];
     let keep = trim(
@@ -387,7 +424,7 @@ fn run_sliding<'py>(
         &mut full,
         &candidates,
         &live,
-        rules.dead_calls,
+        rules,
     )?;
     let to_compact = &candidates[..keep];
     let priced = if to_compact.is_empty() || !rules.priced {
@@ -527,7 +564,8 @@ type TokenOut<'py> = (
 #[pyfunction]
 #[pyo3(signature = (
     events, isolation_scope, event_retention_size, agent_name,
-    *, scoped = true, dead_calls = true, priced = true
+    *, scoped = true, dead_calls = true, priced = true, own_counts = true, rewinds = true,
+    self_contained = true
 ))]
 #[allow(clippy::too_many_arguments)]
 pub fn token_threshold_selection<'py>(
@@ -538,11 +576,17 @@ pub fn token_threshold_selection<'py>(
     scoped: bool,
     dead_calls: bool,
     priced: bool,
+    own_counts: bool,
+    rewinds: bool,
+    self_contained: bool,
 ) -> PyResult<Option<TokenOut<'py>>> {
     let rules = Rules {
         scoped,
         dead_calls,
         priced,
+        own_counts,
+        rewinds,
+        self_contained,
     };
     finish(
         events.py(),
@@ -599,16 +643,26 @@ fn run_token<'py>(
         true => Some(ex.interner.nullable(isolation_scope, "isolation_scope")?),
         false => None,
     };
-    let agent = ex.interner.optional(agent_name, "agent_name")?;
+    let agent = match rules.own_counts {
+        true => ex.interner.optional(agent_name, "agent_name")?,
+        false => None,
+    };
     let objects = std::mem::take(&mut loaded.objects);
     let mut views = std::mem::take(&mut loaded.views);
-    let rewound = live(&views, |_| true);
+    let rewound = selected_from(&views, rules, |_| true);
     let scoped: Vec<usize> = rewound
         .iter()
         .copied()
         .filter(|&i| scope.is_none_or(|scope| views[i].scope == scope))
         .collect();
-    let count = latest_count(&mut loaded, &objects, &mut views, &scoped, agent)?;
+    let count = latest_count(
+        &mut loaded,
+        &objects,
+        &mut views,
+        &scoped,
+        agent,
+        rules.own_counts,
+    )?;
     let candidates = guarded(|| Ok(window::token_candidates(&views, &scoped)))?;
     // Function-call data only where the decision reads it (see run_sliding).
     let need = FULL;
@@ -631,7 +685,7 @@ fn run_token<'py>(
         &mut full,
         &window,
         &scoped,
-        rules.dead_calls,
+        rules,
     )?;
     let selection = window::finish_token_selection(&views, &candidates, &window[..keep]);
     let priced = if selection.to_compact.is_empty() || !rules.priced {
@@ -665,33 +719,40 @@ fn run_token<'py>(
 /// [`window::latest_prompt_token_count`]), reading usage counts and authors
 /// only of the events its scan reaches, as google-adk does: newest first,
 /// in blocks (staged as any batch is) that double in size, never past the
-/// newest compaction, where the scan stops.
+/// newest compaction where `since_compaction` (2.10 on) stops the scan.
 pub(super) fn latest_count<'py>(
     loaded: &mut Loaded<'py>,
     objects: &[Bound<'py, PyAny>],
     views: &mut [EventView],
     scoped: &[usize],
     agent: Option<Sym>,
+    since_compaction: bool,
 ) -> Extracted<Option<i64>> {
     let usage = Need {
         usage: true,
         ..Need::default()
     };
     // The scan stops at the newest compaction (or reads them all).
-    let first = scoped
-        .iter()
-        .rposition(|&i| views[i].compaction.is_some())
-        .unwrap_or(0);
+    let first = match since_compaction {
+        true => scoped
+            .iter()
+            .rposition(|&i| views[i].compaction.is_some())
+            .unwrap_or(0),
+        false => 0,
+    };
     let (mut end, mut block) = (scoped.len(), 32);
     while end > first {
         let start = end.saturating_sub(block).max(first);
         let todo: Vec<usize> = scoped[start..end]
             .iter()
             .copied()
-            .filter(|&i| views[i].compaction.is_none())
+            .filter(|&i| !since_compaction || views[i].compaction.is_none())
             .collect();
         loaded.complete(objects, views, &todo, usage)?;
-        if let Some(count) = window::latest_prompt_token_count(views, &scoped[start..end], agent) {
+        let block_events = &scoped[start..end];
+        if let Some(count) =
+            window::latest_prompt_token_count(views, block_events, agent, since_compaction)
+        {
             return Ok(Some(count));
         }
         (end, block) = (start, block * 2);

@@ -154,7 +154,7 @@ def parity(python: pathlib.Path, release: str, quick: bool) -> bool:
     return done.returncode == 0
 
 
-def mutants(python: pathlib.Path, release: str) -> bool:
+def mutants(python: pathlib.Path, release: str, only: list[str] | None = None) -> bool:
     """Flips each flag of the release's profile in the installed package;
     True when the quick parity subset fails for every flip."""
     found = subprocess.run(
@@ -168,7 +168,7 @@ def mutants(python: pathlib.Path, release: str) -> bool:
     original = path.read_text()
     fam = next(f for f in families() if release in f.releases)
     profile = _PROFILE_FLAGS[PROFILES[fam.releases[0]]]
-    flags = [f for f in vars(profile) if f != "name"]
+    flags = [f for f in vars(profile) if f != "name" and (only is None or f in only)]
     [block] = re.findall(rf'Profile\(\s*"{re.escape(profile.name)}",[^)]*\)', original)
     killed = True
     try:
@@ -196,6 +196,7 @@ def main() -> int:
         help="leave out the family of the google-adk running this script (CI tests it in full)",
     )
     parser.add_argument("--wheel", type=pathlib.Path, help="a wheel built already")
+    parser.add_argument("--flags", help="mutants: the comma-separated profile flags to flip")
     args = parser.parse_args()
     WORK.mkdir(exist_ok=True)
     built = args.wheel or wheel()
@@ -213,7 +214,7 @@ def main() -> int:
         elif args.kind == "parity":
             ok = parity(python, release, args.quick)
         else:
-            ok = mutants(python, release)
+            ok = mutants(python, release, args.flags.split(",") if args.flags else None)
         print(f"   {release}: {'ok' if ok else 'FAILED'} in {time.perf_counter() - start:.0f} s")
         if not ok:
             failed.append(release)
