@@ -81,6 +81,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import gc
+import inspect
 import statistics
 import time
 import tracemalloc
@@ -94,7 +95,7 @@ from google.adk.events.event import Event
 from google.adk.sessions.in_memory_session_service import InMemorySessionService
 from google.adk.sessions.session import Session
 
-from . import _compaction, _exact_mode, _families, _filtering, _native, _patch, _reference
+from . import _exact_mode, _families, _filtering, _native, _patch, _reference
 from ._sessions import (
     AGENT_NAME,
     COMPACTION_INTERVAL,
@@ -123,6 +124,9 @@ FILTER_OPS: tuple[str, ...] = (
     "process+recover",
 )
 """The prompt-filtering operations, in report order."""
+
+FILTER_FUNCTIONS = frozenset(FILTER_OPS) - {"process+recover"}
+"""The filtering operations that time one google-adk function each."""
 
 COMPACTION_OPS: tuple[str, ...] = ("sliding_window", "token_threshold", "token_threshold_rolled")
 """The compaction entry points, in report order."""
@@ -259,11 +263,15 @@ class Implementation(NamedTuple):
     """The functions under test as one implementation provides them."""
 
     name: str
-    apply_rewinds: Callable[[list[Event]], list[Event]]
+    #: None where the installed google-adk has none (before 2.5).
+    apply_rewinds: Callable[[list[Event]], list[Event]] | None
     #: None where the installed google-adk has none (before 2.13).
     get_compaction_ranges: Callable[[list[Event]], list[tuple[int, float, float]]] | None
+    #: Called `(events, agent_name)`; before 2.7 google-adk's takes the
+    #: events alone, and the name is dropped on both sides.
     process_compaction_events: Callable[[list[Event], str], list[Event]]
-    recover_compacted_function_calls: Callable[[list[Event], Sequence[Event]], list[Event]]
+    #: None where the installed google-adk has none (before 2.5).
+    recover_compacted_function_calls: Callable[[list[Event], Sequence[Event]], list[Event]] | None
     run_compaction_for_sliding_window: Callable[..., Any]
     run_compaction_for_token_threshold_config: Callable[..., Any]
     #: Whether the compaction entry points run with `install()` active.
@@ -280,24 +288,46 @@ def python_implementation() -> Implementation:
     """
     return Implementation(
         "python",
-        _reference.original("apply_rewinds"),
-        _reference.original("get_compaction_ranges") if has_ranges() else None,
-        _reference.original("process_compaction_events"),
-        _reference.original("recover_compacted_function_calls"),
+        _present("apply_rewinds", _reference.original),
+        _present("get_compaction_ranges", _reference.original),
+        _named(_reference.original("process_compaction_events")),
+        _present("recover_compacted_function_calls", _reference.original),
         _reference.original("run_compaction_for_sliding_window"),
         _reference.original("run_compaction_for_token_threshold_config"),
         patched=False,
     )
 
 
+def _present(name: str, resolve: Callable[[str], Any]) -> Any:
+    """`resolve(name)` where the installed google-adk has `name`, else None."""
+    return resolve(name) if name in _reference.locations() else None
+
+
+def _named(process: Callable[..., list[Event]]) -> Callable[[list[Event], str], list[Event]]:
+    """`process` called `(events, agent_name)`: before 2.7 google-adk's
+    `_process_compaction_events` takes the events alone (summaries by "model")."""
+    if _families.active().attributed:
+        return process
+
+    def unattributed(events: list[Event], agent_name: str) -> list[Event]:
+        return process(events)
+
+    return unattributed
+
+
+def _ours(name: str) -> Any:
+    """What `install()` binds for `name` on the installed family."""
+    return _patch.replacements("parity").get(name)
+
+
 RUST = Implementation(
     "rust",
-    _filtering.apply_rewinds,
-    _filtering.get_compaction_ranges,
-    _filtering.process_compaction_events,
-    _filtering.recover_compacted_function_calls,
-    _compaction.run_compaction_for_sliding_window,
-    _compaction.run_compaction_for_token_threshold_config,
+    _ours("apply_rewinds"),
+    _ours("get_compaction_ranges"),
+    _named(_ours("process_compaction_events")),
+    _ours("recover_compacted_function_calls"),
+    _ours("run_compaction_for_sliding_window"),
+    _ours("run_compaction_for_token_threshold_config"),
     patched=True,
 )
 """The Rust-backed functions `install()` puts in their place."""
@@ -394,7 +424,8 @@ def _function(op: str, impl: Implementation) -> Callable[..., object]:
 
         def process_recover(events: list[Event]) -> list[Event]:
             processed = impl.process_compaction_events(events, AGENT_NAME)
-            return impl.recover_compacted_function_calls(processed, events)
+            recover = impl.recover_compacted_function_calls
+            return processed if recover is None else recover(processed, events)
 
         return process_recover
     raise ValueError(f"unknown operation {op!r}; expected one of {FILTER_OPS}")
@@ -402,7 +433,7 @@ def _function(op: str, impl: Implementation) -> Callable[..., object]:
 
 def _arguments(op: str, events: list[Event]) -> tuple[Any, ...]:
     if op == "recover_compacted_function_calls":
-        process = _reference.original("process_compaction_events")
+        process = _named(_reference.original("process_compaction_events"))
         return (process(events, AGENT_NAME), events)
     return (events,)
 
@@ -443,10 +474,15 @@ def _config(op: str, summarizer: InstantSummarizer) -> EventsCompactionConfig:
             summarizer=summarizer,
         )
     if op in ("token_threshold", "token_threshold_rolled"):
+        # Before 2.6 google-adk requires the sliding-window pair too: one
+        # that never fires.
+        required = EventsCompactionConfig.model_fields["compaction_interval"].is_required()
+        pair = {"compaction_interval": 10**9, "overlap_size": 0} if required else {}
         return EventsCompactionConfig(
             token_threshold=TOKEN_THRESHOLD,
             event_retention_size=EVENT_RETENTION_SIZE,
             summarizer=summarizer,
+            **pair,
         )
     raise ValueError(f"unknown operation {op!r}; expected one of {COMPACTION_OPS}")
 
@@ -512,7 +548,12 @@ class _CompactionCall:
         if self.op == "sliding_window":
             window = self.impl.run_compaction_for_sliding_window
             start = time.perf_counter()
-            yielded = [event async for event in window(self.app, self.session, self.service)]
+            if inspect.isasyncgenfunction(window):
+                yielded = [event async for event in window(self.app, self.session, self.service)]
+            else:
+                # Before 2.5 a coroutine that appends the summary itself.
+                await window(self.app, self.session, self.service)
+                yielded = []
             stop = time.perf_counter()
             return stop - start, yielded
         token = self.impl.run_compaction_for_token_threshold_config
@@ -539,8 +580,9 @@ class _CompactionCall:
         del self.session.events[self.length :]
         self.session.last_update_time = self.last_update_time
         if self.op == "sliding_window":
+            # Yielded (2.5 on) or appended by the call itself (before).
             assert isinstance(result, list)
-            return _Outcome(seconds * 1e3, None, result, list(self.summarizer.calls))
+            return _Outcome(seconds * 1e3, None, result + appended, list(self.summarizer.calls))
         return _Outcome(seconds * 1e3, result, appended, list(self.summarizer.calls))
 
     def __call__(self) -> float:
@@ -637,12 +679,14 @@ def check_agreement(
         finally:
             declines[op].update(_declines(reset=True))
 
-    _same_objects(
-        "apply_rewinds",
-        python.apply_rewinds(events),
-        counted("apply_rewinds", lambda: rust.apply_rewinds(events)),
-    )
-    if python.get_compaction_ranges is not None:
+    if python.apply_rewinds is not None and rust.apply_rewinds is not None:
+        rewinds = rust.apply_rewinds
+        _same_objects(
+            "apply_rewinds",
+            python.apply_rewinds(events),
+            counted("apply_rewinds", lambda: rewinds(events)),
+        )
+    if python.get_compaction_ranges is not None and rust.get_compaction_ranges is not None:
         expected_ranges = python.get_compaction_ranges(events)
         actual_ranges = counted("get_compaction_ranges", lambda: rust.get_compaction_ranges(events))
         if actual_ranges != expected_ranges:
@@ -656,19 +700,25 @@ def check_agreement(
             lambda: rust.process_compaction_events(events, AGENT_NAME),
         ),
     )
-    processed, source = _arguments("recover_compacted_function_calls", events)
-    _same_objects(
-        "recover_compacted_function_calls",
-        python.recover_compacted_function_calls(processed, source),
-        counted(
-            "recover_compacted_function_calls",
-            lambda: rust.recover_compacted_function_calls(processed, source),
-        ),
+    py_recover, rust_recover = (
+        python.recover_compacted_function_calls,
+        rust.recover_compacted_function_calls,
     )
+    if py_recover is not None and rust_recover is not None:
+        processed, source = _arguments("recover_compacted_function_calls", events)
+        _same_objects(
+            "recover_compacted_function_calls",
+            py_recover(processed, source),
+            counted(
+                "recover_compacted_function_calls",
+                lambda: rust_recover(processed, source),
+            ),
+        )
 
     def prompt(impl: Implementation) -> list[Event]:
         processed = impl.process_compaction_events(events, AGENT_NAME)
-        return impl.recover_compacted_function_calls(processed, events)
+        recover = impl.recover_compacted_function_calls
+        return processed if recover is None else recover(processed, events)
 
     _same_prompt(
         "process+recover", events, prompt(python), counted("process+recover", lambda: prompt(rust))
@@ -1055,9 +1105,10 @@ def run_bench(
     )
     if exact == "auto":
         exact = EXACT if _families.active().name == _families.EXACT_PROFILE else None
-    if not has_ranges():
-        # Before 2.13 google-adk has no `_get_compaction_ranges` to time.
-        filter_ops = [op for op in filter_ops if op != "get_compaction_ranges"]
+    # google-adk before 2.13 has no `_get_compaction_ranges` to time, before
+    # 2.5 no `_apply_rewinds` and no `_recover_compacted_function_calls`.
+    present = _reference.locations()
+    filter_ops = [op for op in filter_ops if op not in FILTER_FUNCTIONS or op in present]
     sized_ops = filter_ops + compaction_ops
     run_turns = bool(checkpoints)
     repeats = [repeat or default_repeat(size) for size in sizes]

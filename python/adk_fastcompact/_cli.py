@@ -101,7 +101,7 @@ def _parser(prog: str = PROG) -> argparse.ArgumentParser:
         "bench",
         help="time pure-Python google-adk against the Rust core",
         description=(
-            "Time google-adk 2.13.0's pure-Python compaction bookkeeping and "
+            "Time the installed google-adk's pure-Python compaction bookkeeping and "
             "adk-fastcompact's Rust core in one run: the prompt-filtering helpers "
             "and the two compaction entry points on generated sessions, median "
             "milliseconds per call on fresh deep copies (cold) and on the same "

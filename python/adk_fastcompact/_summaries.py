@@ -22,7 +22,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from google.adk.events.event import Event, NodeInfo
+from google.adk.events import event as _event_module
+from google.adk.events.event import Event
 from google.adk.events.event_actions import EventActions
 from google.adk.platform import uuid as _platform_uuid
 from google.genai.types import Content
@@ -32,6 +33,9 @@ from . import _families
 # Whether summaries carry their compaction event's isolation scope (2.13);
 # before, google-adk does not pass it and the Event keeps its default.
 _SCOPED = _families.active().scoped
+
+# The Event's one fresh mutable default (2.0 on); 1.x Events have none.
+NodeInfo: Any = getattr(_event_module, "NodeInfo", None)
 
 _new = object.__new__
 _setattr = object.__setattr__
@@ -64,7 +68,7 @@ def _template_parts() -> tuple[dict[str, Any], frozenset[str]]:
 
 
 _Template = tuple[
-    type[Event], dict[str, Any], frozenset[str], type[NodeInfo], dict[str, Any], frozenset[str]
+    type[Event], dict[str, Any], frozenset[str], type[Any], dict[str, Any], frozenset[str]
 ]
 
 
@@ -73,7 +77,9 @@ def native_template() -> _Template | None:
     Event template's dict and fields set, and those of a validated
     `NodeInfo()`; `None` (the Rust builder then defers to `summary_event`)
     if either model carries extra or private values, which the builder does
-    not reproduce."""
+    not reproduce, or where Events have no `node_info` (1.x)."""
+    if NodeInfo is None:
+        return None
     values, fields_set = _template_parts()
     node = NodeInfo()
     if node.__pydantic_extra__ is not None or node.__pydantic_private__ is not None:
@@ -133,7 +139,8 @@ def summary_event(event: Event, author: str) -> Event:
         values["isolation_scope"] = isolation_scope
     values["invocation_id"] = invocation_id
     values["actions"] = actions
-    values["node_info"] = NodeInfo()
+    if NodeInfo is not None:
+        values["node_info"] = NodeInfo()
     summary = _new(Event)
     _setattr(summary, "__dict__", values)
     _setattr(summary, "__pydantic_fields_set__", set(fields_set))

@@ -2,7 +2,8 @@
 
     python tests/families/run.py imports            # every family's oldest and newest
     python tests/families/run.py parity             # the parity suite per shipped family
-    python tests/families/run.py parity --quick     # the quick subset CI runs
+    python tests/families/run.py parity --quick     # the quick subset
+    python tests/families/run.py parity --ci --others  # what CI runs: one release per profile
     python tests/families/run.py imports --releases 1.0.0,2.4.0
     python tests/families/run.py mutants            # each profile flag flipped: must fail
 
@@ -61,6 +62,16 @@ QUICK = (
     "tests/test_families.py",
     "-k",
     "not cold and not copies and not invalidated",
+)
+
+# What CI runs per profile: the differential suite with no index and few
+# examples, the end-to-end runs on the in-memory service, install().
+CI = (
+    "tests/test_differential.py",
+    "tests/test_runner_e2e.py",
+    "tests/test_install.py",
+    "-k",
+    "not cold and not copies and not invalidated and not warm and not sqlite",
 )
 
 SMOKE = """
@@ -123,6 +134,15 @@ def releases_for(kind: str) -> list[str]:
     return [fam.releases[-1] for fam in fams if fam.releases[0] in PROFILES]
 
 
+def one_per_profile() -> list[str]:
+    """The newest release of each profile's newest family (what CI runs)."""
+    newest: dict[str, str] = {}
+    for fam in families():
+        if fam.releases[0] in PROFILES:
+            newest[PROFILES[fam.releases[0]]] = fam.releases[-1]
+    return list(newest.values())
+
+
 def imports(python: pathlib.Path, release: str) -> bool:
     done = subprocess.run(
         [str(python), "-c", SMOKE], capture_output=True, text=True, cwd=WORK, check=False
@@ -139,10 +159,10 @@ def imports(python: pathlib.Path, release: str) -> bool:
     return ok
 
 
-def parity(python: pathlib.Path, release: str, quick: bool) -> bool:
-    env = {**os.environ, "HYPOTHESIS_PROFILE": "quick" if quick else "ci"}
+def parity(python: pathlib.Path, release: str, quick: bool, ci: bool = False) -> bool:
+    env = {**os.environ, "HYPOTHESIS_PROFILE": "quick" if quick or ci else "ci"}
     args = [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2"]
-    args += ["--dist", "loadfile", *(QUICK if quick else PARITY)]
+    args += ["--dist", "loadfile", *(CI if ci else QUICK if quick else PARITY)]
     # An older google-adk pins older dependencies (opentelemetry, fastapi)
     # that warn of deprecations at import; every other warning stays an error.
     args += ["-W", "ignore::DeprecationWarning"]
@@ -191,6 +211,11 @@ def main() -> int:
     parser.add_argument("--releases", help="comma-separated google-adk releases")
     parser.add_argument("--quick", action="store_true", help="the quick parity subset")
     parser.add_argument(
+        "--ci",
+        action="store_true",
+        help="CI's parity subset, on the newest release of each profile",
+    )
+    parser.add_argument(
         "--others",
         action="store_true",
         help="leave out the family of the google-adk running this script (CI tests it in full)",
@@ -200,7 +225,12 @@ def main() -> int:
     args = parser.parse_args()
     WORK.mkdir(exist_ok=True)
     built = args.wheel or wheel()
-    picked = args.releases.split(",") if args.releases else releases_for(args.kind)
+    if args.releases:
+        picked = args.releases.split(",")
+    elif args.ci:
+        picked = one_per_profile()
+    else:
+        picked = releases_for(args.kind)
     if args.others:
         here = _families.recognise().family
         picked = [r for r in picked if here is None or r not in here.releases]
@@ -212,7 +242,7 @@ def main() -> int:
         if args.kind == "imports":
             ok = imports(python, release)
         elif args.kind == "parity":
-            ok = parity(python, release, args.quick)
+            ok = parity(python, release, args.quick, args.ci)
         else:
             ok = mutants(python, release, args.flags.split(",") if args.flags else None)
         print(f"   {release}: {'ok' if ok else 'FAILED'} in {time.perf_counter() - start:.0f} s")
