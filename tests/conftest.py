@@ -5,6 +5,12 @@ is a pure function of the code: the same examples every time, on every
 machine. `HYPOTHESIS_PROFILE=dev` explores more (random, still no database);
 `HYPOTHESIS_PROFILE=quick` tries fewer examples (the other families' quick
 parity runs, `tests/families/run.py parity --quick`).
+
+`@pytest.mark.adk_2_13(what)` marks a test that needs `what`, something only
+google-adk's 2.13 family has (exact mode, which `install(mode="exact")`
+refuses on any other family; the audit's replay of 2.13's rules): it is
+skipped, naming `what`, the installed release and its family, where the
+installed google-adk's profile (`compare.PROFILE`) is another family's.
 """
 
 from __future__ import annotations
@@ -18,8 +24,8 @@ from typing import Any
 
 import adk_fastcompact
 import pytest
-from adk_fastcompact import _native
-from compare import NATIVE_OPS
+from adk_fastcompact import _families, _native
+from compare import NATIVE_OPS, PROFILE
 from hypothesis import HealthCheck, settings
 
 _SUPPRESSED = [HealthCheck.too_slow, HealthCheck.data_too_large]
@@ -41,6 +47,26 @@ settings.register_profile(
 )
 settings.register_profile("quick", parent=settings.get_profile("ci"), max_examples=15)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "adk_2_13(what): needs `what`, which only google-adk's 2.13 family has;"
+        " skipped on other families",
+    )
+
+
+def _skip_without_2_13(what: str) -> pytest.MarkDecorator:
+    """The skip of a test that needs `what`, on another family than 2.13."""
+    found = _families.recognise().family
+    family = found.label if found is not None else "no recorded family"
+    return pytest.mark.skip(
+        reason=(
+            f"{what}: google-adk {_families.EXACT_PROFILE} family only;"
+            f" google-adk {_families.adk_version()} is {family} (profile {PROFILE.name})"
+        )
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -149,9 +175,13 @@ _SAMPLE_EVERY = 4
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Seeded blocks run in full with the index off and cold; in the other
-    index modes every fourth block runs (the hypothesis tests run in all)."""
+    index modes every fourth block runs (the hypothesis tests run in all).
+    `adk_2_13` tests are skipped on other families."""
     keep, drop = [], []
     for item in items:
+        needs_2_13 = item.get_closest_marker("adk_2_13")
+        if needs_2_13 is not None and PROFILE.name != _families.EXACT_PROFILE:
+            item.add_marker(_skip_without_2_13(*needs_2_13.args))
         params = getattr(getattr(item, "callspec", None), "params", {})
         sampled = params.get("index_mode") in _SAMPLED_MODES
         block = params.get("block")

@@ -3,8 +3,10 @@
 # (`maturin build --release`), then for each CPython 3.10-3.13 found (pyenv's
 # versions, else python3.X on PATH; one not found is skipped): a fresh venv
 # .venvs/py3.X, the wheel installed (not `maturin develop`) with
-# tests/requirements.txt (maturin left out), the import checked to come from
-# that venv, the whole pytest suite run from tests/, and a short bench.
+# tests/requirements.txt (tests/requirements-py310.txt on 3.10: google-adk
+# 2.11.0, the newest the 3.10 pins allow; maturin left out), the import
+# checked to come from that venv, the whole pytest suite run from tests/, and
+# a short bench.
 #
 #   bash tests/pythons.sh [--versions 3.10,3.11,3.12,3.13] [--no-bench]
 #                         [--wheel FILE.whl] [--bench-args "ARGS"] [-- PYTEST ARGS]
@@ -71,8 +73,18 @@ case $(basename "$wheel") in
   *) say "FAIL: $(basename "$wheel") is not a cp310-abi3 wheel"; exit 1 ;;
 esac
 
-REQUIREMENTS=$RESULTS/requirements-without-maturin.txt
-grep -v '^maturin' tests/requirements.txt > "$REQUIREMENTS"
+# The pins without maturin: tests/requirements-py310.txt on CPython 3.10
+# (google-adk 2.12 on, and the newest hypothesis and SQLAlchemy, need 3.11),
+# tests/requirements.txt elsewhere.
+requirements_for() {
+  local pins=tests/requirements.txt out=$RESULTS/requirements-without-maturin.txt
+  if [ "$1" = 3.10 ]; then
+    pins=tests/requirements-py310.txt
+    out=$RESULTS/requirements-py310-without-maturin.txt
+  fi
+  grep -v '^maturin' "$pins" > "$out"
+  echo "$out"
+}
 
 # -- the interpreters -----------------------------------------------------------------
 # A standard (GIL) CPython 3.X: pyenv's newest 3.X.*, else python3.X on PATH.
@@ -161,8 +173,9 @@ for v in "${versions[@]}"; do
     continue
   }
   say "py$v: $("$venv/bin/python" -c 'import platform; print(platform.python_version())'), $internals"
-  echo "== pip install the wheel and $(basename "$REQUIREMENTS")"
-  if ! "${pip[@]}" "$wheel" -r "$REQUIREMENTS" >> "$out/pip.log" 2>&1; then
+  requirements=$(requirements_for "$v")
+  echo "== pip install the wheel and $(basename "$requirements")"
+  if ! "${pip[@]}" "$wheel" -r "$requirements" >> "$out/pip.log" 2>&1; then
     say "py$v: FAIL (requirements do not install; pip says:"
     grep -E '^ERROR' "$out/pip.log" | cut -c1-400 | sed 's/^/    /' | tee -a "$SUMMARY"
     say "  )"
@@ -174,7 +187,8 @@ for v in "${versions[@]}"; do
     failed+=("$v")
     continue
   fi
-  say "  imports $where"
+  adk=$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("google-adk"))')
+  say "  imports $where, google-adk $adk"
   echo "== pytest (CPython $v)"
   start=$SECONDS
   # tests/test_wheel.py smoke-tests this very wheel (the venv has no maturin).

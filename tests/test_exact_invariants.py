@@ -76,6 +76,7 @@ from hypothesis import strategies as st
 from runner_harness import EXPECTED_WARNINGS, deterministic
 
 pytestmark = [
+    pytest.mark.adk_2_13("exact mode"),
     pytest.mark.filterwarnings("ignore:\\[EXPERIMENTAL\\]:UserWarning"),
     pytest.mark.filterwarnings("ignore:The `plugins` argument is deprecated:DeprecationWarning"),
 ]

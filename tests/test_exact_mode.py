@@ -34,6 +34,7 @@ from runner_harness import EXPECTED_WARNINGS, deterministic, stepped_clock
 USER, SESSION = "u", "s"
 
 pytestmark = [
+    pytest.mark.adk_2_13("exact mode"),
     pytest.mark.filterwarnings("ignore:\\[EXPERIMENTAL\\]:UserWarning"),
     pytest.mark.filterwarnings("ignore:The `plugins` argument is deprecated:DeprecationWarning"),
 ]

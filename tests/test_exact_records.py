@@ -138,7 +138,9 @@ def test_every_session_service_keeps_the_record_and_the_holes_keys(
         try:
             return await converse(service)
         finally:
-            if kind != "memory":
+            # (google-adk 2.11's SqliteSessionService has no close(): it
+            # holds no connection between calls.)
+            if kind != "memory" and hasattr(service, "close"):
                 await service.close()
 
     async def converse(service: Any) -> tuple[list[Event], list[Event]]:
@@ -340,6 +342,7 @@ def test_events_another_invocation_appended_are_found_by_id() -> None:
     assert _native.exact_foreign([], stored) is None
 
 
+@pytest.mark.adk_2_13("exact mode")
 def test_events_another_invocation_appended_are_found_through_the_index() -> None:
     # As a session service runs it: the stored session read, this
     # invocation's deep copy (bound to the originals' slots at copy time),
@@ -456,6 +459,7 @@ def test_seeds_are_read_once_per_selection_and_checked() -> None:
     _native.index_clear()
 
 
+@pytest.mark.adk_2_13("exact mode")
 def test_a_record_read_off_a_stored_original_is_read_again_when_it_is_replaced() -> None:
     # Records are parsed once per binding off the stored original a session
     # service deep-copies for every invocation; a compaction event replaced
@@ -510,6 +514,7 @@ def test_the_live_events_alone_are_read_without_a_selection() -> None:
     assert selected is not None and selected[1] == [0, 1]
 
 
+@pytest.mark.adk_2_13("exact mode")
 def test_exact_answers_carry_over_to_a_session_copy() -> None:
     # A session service deep-copies the stored session for every
     # invocation: the copies are bound to the originals' slots at copy time,

@@ -45,6 +45,7 @@ from test_exact_mode import Run, Turn, assert_exact, chat
 USER, SESSION = "u", "s"
 
 pytestmark = [
+    pytest.mark.adk_2_13("exact mode"),
     pytest.mark.filterwarnings("ignore:\\[EXPERIMENTAL\\]:UserWarning"),
     pytest.mark.filterwarnings("ignore:The `plugins` argument is deprecated:DeprecationWarning"),
     pytest.mark.filterwarnings("ignore:ParallelAgent is deprecated:DeprecationWarning"),

@@ -60,6 +60,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from compare import PROFILE
 from google.adk.agents.llm_agent import LlmAgent
 from google.adk.agents.loop_agent import LoopAgent
 from google.adk.agents.parallel_agent import ParallelAgent
@@ -490,12 +491,9 @@ def _assert_compacted(conversation: Conversation, config: dict[str, int], least:
 def _assert_native_clean(fast: Conversation, config: dict[str, int]) -> None:
     """The installed run used the Rust core, which read the classes real
     traffic stores and never declined."""
-    used = {
-        "apply_rewinds",
-        "process_compaction_events",
-        "recover_compacted_function_calls",
-        "prompt_chars_delta",
-    }
+    used = {"apply_rewinds", "process_compaction_events", "recover_compacted_function_calls"}
+    if PROFILE.priced:  # (the "worth compacting" price, google-adk 2.12 on)
+        used.add("prompt_chars_delta")
     if "compaction_interval" in config:
         used.add("sliding_window")
     if "token_threshold" in config:
@@ -622,8 +620,11 @@ def test_real_traffic_is_identical_with_install(
         corpus=True,
     )
 
-    # ... and the comparison is not vacuous.
-    _assert_compacted(plain, config, least=2)
+    # ... and the comparison is not vacuous. (Before 2.12 google-adk's
+    # pairing trim has no dead-call pass: a call never answered stops it for
+    # good, and on the shorter SQLite corpus google-adk 2.11's token
+    # threshold summarizes once, then selects nothing.)
+    _assert_compacted(plain, config, least=2 if PROFILE.dead_calls else 1)
     assert plain.partials >= 20, plain.partials
     for name in CORPUS_MODELS:
         assert plain.requests[name], name

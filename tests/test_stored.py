@@ -11,6 +11,7 @@ loader refuses must be declined with its position, never dropped.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pydantic
 import pytest
@@ -125,15 +126,35 @@ def test_audit_arguments_are_checked() -> None:
     assert bad["declined"].startswith("event 3:")
 
 
-def test_the_audit_bench_store_is_what_google_adks_service_loads(tmp_path: Path) -> None:
+def test_the_audit_bench_store_is_what_google_adks_service_loads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import asyncio
     import sqlite3
+    from contextlib import closing
 
     from adk_fastcompact import _bench_store
     from google.adk.sessions.sqlite_session_service import SqliteSessionService
 
+    # Every sqlite3 connection opened while the store is written (its own,
+    # and aiosqlite's for google-adk's service) is closed when it returns: a
+    # `with sqlite3.connect(...)` alone commits and leaves it open, which
+    # CPython 3.13 reports as a ResourceWarning only when it is collected.
+    opened: list[sqlite3.Connection] = []
+    connect = sqlite3.connect
+
+    def recording_connect(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        opened.append(connect(*args, **kwargs))
+        return opened[-1]
+
     path = tmp_path / "store.db"
-    _bench_store.build_store(path, n_sessions=3, n_events=200, templates=2)
+    with monkeypatch.context() as patch:
+        patch.setattr(sqlite3, "connect", recording_connect)
+        _bench_store.build_store(path, n_sessions=3, n_events=200, templates=2)
+    assert opened
+    for conn in opened:  # (`total_changes` answers from any thread)
+        with pytest.raises(sqlite3.ProgrammingError, match="closed database"):
+            _ = conn.total_changes
     service = SqliteSessionService(str(path))
     session = asyncio.run(
         service.get_session(
@@ -145,7 +166,7 @@ def test_the_audit_bench_store_is_what_google_adks_service_loads(tmp_path: Path)
     assert responses and all(
         len(r.response["rows"]) > 10 for e in responses for r in e.get_function_responses()
     )
-    with sqlite3.connect(path) as db:
+    with closing(sqlite3.connect(path)) as db:
         rows = db.execute(
             "SELECT event_data FROM events WHERE session_id = 's00001' ORDER BY rowid"
         ).fetchall()

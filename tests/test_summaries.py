@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from adk_fastcompact import _native
 from adk_fastcompact._summaries import summary_event
-from compare import ORIG_PROCESS, assert_same_error, call, scope_kwargs
+from compare import ORIG_PROCESS, PROFILE, assert_same_error, call, scope_kwargs
 from google.adk.events.event import Event
 from google.adk.events.event_actions import EventActions, EventCompaction
 from google.adk.platform import uuid as platform_uuid
@@ -105,6 +105,11 @@ def test_rejected_arguments_raise_as_google_adk() -> None:
         for key, value in bad.items():
             event.__dict__[key] = value
         ours, orig = both(event, "model")
+        if "isolation_scope" in bad and not PROFILE.scoped:
+            # Before 2.13 a summary carries no scope: the field is not read.
+            assert assert_same_error(ours, orig)
+            assert_equal_summaries(ours.value, orig.value)
+            continue
         assert orig.error is not None
         assert_same_error(ours, orig)
 

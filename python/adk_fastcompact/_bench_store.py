@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import random
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 from google.adk.events.event import Event
@@ -91,7 +92,8 @@ def build_store(
                 for e in events
             ]
         )
-    with sqlite3.connect(path) as db:
+    # The connection's own `with` commits; `closing` closes it.
+    with closing(sqlite3.connect(path)) as db, db:
         for k in range(n_sessions):
             session_id = f"s{k:05d}"
             db.executemany(
