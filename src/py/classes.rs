@@ -73,6 +73,9 @@ pub struct Types {
     pub function_call: Model,
     pub function_response: Model,
     pub usage: Model,
+    /// Whether Events have an `isolation_scope` field (google-adk 2.x; 1.x
+    /// Events have none, and their scope reads as `None`).
+    pub scoped_events: bool,
 }
 
 static TYPES: PyOnceLock<Types> = PyOnceLock::new();
@@ -104,6 +107,11 @@ pub fn types(py: Python<'_>) -> PyResult<&'static Types> {
             function_call: model("function_call")?,
             function_response: model("function_response")?,
             usage: model("usage")?,
+            scoped_events: models
+                .get_item("event")?
+                .get_item(0)?
+                .getattr("model_fields")?
+                .contains("isolation_scope")?,
         })
     })
 }

@@ -492,7 +492,7 @@ impl<'py> Extractor<'py> {
                 (need.timestamp, &[F::Timestamp]),
                 (need.pairing, &[F::LongRunning]),
                 (need.invocation, &[F::Invocation]),
-                (need.window, &[F::Scope]),
+                (need.window && t.scoped_events, &[F::Scope]),
                 (need.usage, &[F::Author, F::Usage]),
                 (
                     need.compaction || need.rewind || need.window || need.pairing,
@@ -517,7 +517,7 @@ impl<'py> Extractor<'py> {
                     self.interner.optional(&value, "invocation_id")?
                 };
             }
-            if need.window {
+            if need.window && t.scoped_events {
                 let scope = field(&mut self.fields, dict, F::Scope)?;
                 views[i].scope = self.interner.nullable(&scope, "isolation_scope")?;
             }
