@@ -105,12 +105,13 @@ def _process_pair() -> tuple[Callable[..., Any], Callable[..., Any]]:
     2.7 takes the events alone (every summary by "model"), so there the
     tests' agent name is dropped on both sides."""
     import adk_fastcompact as fc
+    from adk_fastcompact import _patch
 
     orig = _original("process_compaction_events")
     assert orig is not None
     if PROFILE.attributed:
         return orig, fc.process_compaction_events
-    ours = _patch_replacement("process_compaction_events")
+    ours = _patch.replacement("process_compaction_events")
 
     def orig_unattributed(events: list[Event], agent_name: str = "") -> list[Event]:
         return orig(events)
@@ -119,12 +120,6 @@ def _process_pair() -> tuple[Callable[..., Any], Callable[..., Any]]:
         return ours(events)
 
     return orig_unattributed, ours_unattributed
-
-
-def _patch_replacement(name: str) -> Callable[..., Any]:
-    from adk_fastcompact import _patch
-
-    return _patch.replacement(name, "parity")
 
 
 ORIG_PROCESS, OURS_PROCESS = _process_pair()

@@ -70,13 +70,7 @@ RECOVERY = "recover_compacted_function_calls" in _reference.locations()
 #: node path compacts nothing; 2.2 added it). Not fingerprinted: the Runner
 #: is not replaced code.
 NO_SLIDING_RUNNER = ("2.0.0", "2.1.0")
-
-
-def _runner_slides() -> bool:
-    return _families.adk_version() not in NO_SLIDING_RUNNER
-
-
-RUNNER_SLIDES = _runner_slides()
+RUNNER_SLIDES = _families.adk_version() not in NO_SLIDING_RUNNER
 
 APP = "e2e_app"
 USER = "user-1"

@@ -288,19 +288,19 @@ def python_implementation() -> Implementation:
     """
     return Implementation(
         "python",
-        _present("apply_rewinds", _reference.original),
-        _present("get_compaction_ranges", _reference.original),
+        _present("apply_rewinds"),
+        _present("get_compaction_ranges"),
         _named(_reference.original("process_compaction_events")),
-        _present("recover_compacted_function_calls", _reference.original),
+        _present("recover_compacted_function_calls"),
         _reference.original("run_compaction_for_sliding_window"),
         _reference.original("run_compaction_for_token_threshold_config"),
         patched=False,
     )
 
 
-def _present(name: str, resolve: Callable[[str], Any]) -> Any:
-    """`resolve(name)` where the installed google-adk has `name`, else None."""
-    return resolve(name) if name in _reference.locations() else None
+def _present(name: str) -> Any:
+    """google-adk's `name` where the installed release has it, else None."""
+    return _reference.original(name) if name in _reference.locations() else None
 
 
 def _named(process: Callable[..., list[Event]]) -> Callable[[list[Event], str], list[Event]]:
