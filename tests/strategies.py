@@ -631,6 +631,12 @@ def subset(c: Chooser, events: Sequence[Event]) -> list[Event]:
     return out
 
 
+def scope_of(event: Event) -> str | None:
+    """The event's isolation scope (google-adk 1.x Events have no such field
+    and drop it when built)."""
+    return getattr(event, "isolation_scope", None)
+
+
 def describe(events: Sequence[object]) -> str:
     """A compact listing of a session, for failure messages."""
     lines = []
@@ -642,8 +648,8 @@ def describe(events: Sequence[object]) -> str:
             f"{k:3}: obj={id(event):x} id={event.id!r} ts={event.timestamp!r}",
             f"inv={event.invocation_id!r} author={event.author!r}",
         ]
-        if event.branch or event.isolation_scope:
-            bits.append(f"branch={event.branch!r} scope={event.isolation_scope!r}")
+        if event.branch or scope_of(event):
+            bits.append(f"branch={event.branch!r} scope={scope_of(event)!r}")
         actions = event.actions
         if actions is not None and actions.compaction is not None:
             comp = actions.compaction

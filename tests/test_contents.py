@@ -9,12 +9,14 @@ own helpers or ours.
 
 from __future__ import annotations
 
+import inspect
 import random
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import adk_fastcompact as fc
 import pytest
+from adk_fastcompact import _reference
 from adk_fastcompact._patch import replacement
 from compare import adk_module, assert_same_error, call, deep_equal
 from hypothesis import given, note, settings
@@ -27,6 +29,9 @@ pytestmark = pytest.mark.usefixtures("index_mode")
 _contents = adk_module(
     "google.adk.flows.llm_flows.context._contents", "google.adk.flows.llm_flows.contents"
 )
+
+# google-adk 1.x builds prompts without isolation scopes.
+SCOPED = "isolation_scope" in inspect.signature(_contents._get_contents).parameters
 
 SEEDED_SESSIONS = 300
 HYPOTHESIS_EXAMPLES = 100
@@ -41,7 +46,8 @@ def patched() -> Iterator[Callable[[], None]]:
     def install() -> None:
         assert fc.install() is True
         assert _contents._process_compaction_events is replacement("process_compaction_events")
-        assert _contents._apply_rewinds is replacement("apply_rewinds")
+        if "apply_rewinds" in _reference.locations():  # rewinds came in 2.5
+            assert _contents._apply_rewinds is replacement("apply_rewinds")
 
     try:
         yield install
@@ -63,6 +69,8 @@ def build(events: list[Any], params: Params, current_turn: bool) -> list[Any]:
     builder = _contents._get_current_turn_contents if current_turn else None
     builder = builder or _contents._get_contents
     params = dict(params)
+    if not SCOPED:
+        del params["isolation_scope"]
     contents = builder(params.pop("current_branch"), events, **params)
     return [content.model_dump() for content in contents]
 

@@ -26,7 +26,7 @@ from google.adk.events.event import Event
 from google.adk.events.event_actions import EventActions, EventCompaction
 from google.adk.platform import uuid as platform_uuid
 from google.genai import types
-from strategies import random_session
+from strategies import random_session, scope_of
 
 
 def reference(event: Event, author: str) -> Event:
@@ -36,7 +36,7 @@ def reference(event: Event, author: str) -> Event:
         author=author,
         content=compaction.compacted_content,
         branch=event.branch,
-        **scope_kwargs(event.isolation_scope),
+        **scope_kwargs(scope_of(event)),
         invocation_id=event.invocation_id,
         actions=event.actions,
     )

@@ -34,7 +34,7 @@ from google.adk.events.event import Event
 from google.adk.events.event_actions import EventActions, EventCompaction
 from google.adk.tools.tool_confirmation import ToolConfirmation
 from google.genai import types
-from strategies import Chooser
+from strategies import Chooser, scope_of
 
 AGENTS = ("root", "helper", "other")
 BRANCHES = (None, None, "root", "root.helper")
@@ -430,7 +430,7 @@ def draw_plan(c: Chooser, events: list[Event]) -> Plan:
         c.choice(RARE_BEHAVIOURS) if c.chance(0.05) else c.choice(BEHAVIOURS)
         for _ in range(c.integer(1, 3))
     )
-    scopes = sorted({e.isolation_scope for e in events if e.isolation_scope is not None})
+    scopes = sorted({scope_of(e) for e in events if scope_of(e) is not None})
     return Plan(
         kind=kind,
         config=config,

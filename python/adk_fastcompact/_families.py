@@ -35,10 +35,12 @@ NAMES: dict[str, str] = {
 #: The family profiles this release reproduces, by the family's first
 #: release. A profile names the decisions of the Rust core and the Python
 #: control flow used for that family.
-#: Profiles 2.3 (2.3.0-2.4.0) and 2.0 (1.34.0-2.2.0) are written but not
-#: shipped: the window selection test still differs from google-adk 2.0.0
-#: (docs/families.md); those releases stay google-adk's own.
+#: Releases before 1.34 (no pairing trim, or one before pending calls
+#: only) stay google-adk's own.
 PROFILES: dict[str, str] = {
+    "1.34.0": "2.0",
+    "2.0.0": "2.0",
+    "2.3.0": "2.3",
     "2.5.0": "2.5",
     "2.7.0": "2.7",
     "2.8.0": "2.7",
