@@ -3,24 +3,25 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source tests/setup.sh
-echo "== cargo fmt --check"
+echo "== cargo fmt --check (at ${SECONDS} s)"
 cargo fmt --check
-echo "== cargo clippy (core, benches and the binding layer)"
+echo "== cargo clippy (core, benches and the binding layer) (at ${SECONDS} s)"
 cargo clippy -q --all-targets -- -D warnings
 cargo clippy -q --features python --lib -- -D warnings
-echo "== cargo test"
+echo "== cargo test (at ${SECONDS} s)"
 cargo test -q
-echo "== ruff"
+echo "== ruff (at ${SECONDS} s)"
 ruff check python tests
 ruff format --check python tests
-echo "== stubtest"
+echo "== stubtest (at ${SECONDS} s)"
 python -m mypy.stubtest adk_fastcompact._native
-echo "== the wheel users install (maturin build --release; reuses the build above)"
+echo "== the wheel users install (maturin build --release; reuses the build above) (at ${SECONDS} s)"
 rm -rf target/ci-wheel
 maturin build --release -q -o target/ci-wheel
 export ADK_FASTCOMPACT_WHEEL
 ADK_FASTCOMPACT_WHEEL="$(ls target/ci-wheel/*.whl)"
-echo "== pytest (google-adk 2.13.0)"
+echo "== pytest (google-adk 2.13.0) (at ${SECONDS} s)"
 python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile "$@"
-echo "== the other google-adk profiles this release reproduces (CI's parity subset, one venv each)"
+echo "== the other google-adk profiles this release reproduces (CI's parity subset, one venv each) (at ${SECONDS} s)"
 python tests/families/run.py parity --ci --others --wheel "$ADK_FASTCOMPACT_WHEEL"
+echo "== all passed (at ${SECONDS} s)"

@@ -11,7 +11,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 export VIRTUAL_ENV="$PWD/.venv"
 export PATH="$VIRTUAL_ENV/bin:$PATH"
-echo "== installing pinned requirements (tests/requirements.txt)"
+echo "== installing pinned requirements (tests/requirements.txt) (at ${SECONDS} s)"
 python -m pip install -q --disable-pip-version-check -r tests/requirements.txt
-echo "== building adk_fastcompact._native (release)"
+echo "== building adk_fastcompact._native (release) (at ${SECONDS} s)"
 maturin develop --release -q

@@ -52,11 +52,13 @@ PARITY = (
     "tests/test_install.py",
     "tests/test_families.py",
 )
-# The quick subset: google-adk's own scenarios end to end and the
-# differential suite with fewer generated examples (HYPOTHESIS_PROFILE=quick),
-# under two of the five index states (no index; the same lists again).
+# The quick subset: google-adk's own scenarios end to end, the differential
+# suite with fewer generated examples (HYPOTHESIS_PROFILE=quick) and the
+# window selections, under two of the five index states (no index; the same
+# lists again).
 QUICK = (
     "tests/test_differential.py",
+    "tests/test_window.py",
     "tests/test_runner_e2e.py",
     "tests/test_install.py",
     "tests/test_families.py",
@@ -65,13 +67,15 @@ QUICK = (
 )
 
 # What CI runs per profile: the differential suite with no index and few
-# examples, the end-to-end runs on the in-memory service, install().
+# examples, one end-to-end conversation (both triggers, in-memory service),
+# install().
 CI = (
     "tests/test_differential.py",
     "tests/test_runner_e2e.py",
     "tests/test_install.py",
     "-k",
-    "not cold and not copies and not invalidated and not warm and not sqlite",
+    "not cold and not copies and not invalidated and not warm and not sqlite"
+    " and not window-memory and not token-memory",
 )
 
 SMOKE = """
@@ -166,7 +170,8 @@ def imports(python: pathlib.Path, release: str) -> bool:
 def parity(python: pathlib.Path, release: str, quick: bool, ci: bool = False) -> bool:
     env = {**os.environ, "HYPOTHESIS_PROFILE": "quick" if quick or ci else "ci"}
     args = [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2"]
-    args += ["--dist", "loadfile", *(CI if ci else QUICK if quick else PARITY)]
+    # CI's subset is a few long tests: spread them one by one.
+    args += ["--dist", "load" if ci else "loadfile", *(CI if ci else QUICK if quick else PARITY)]
     # An older google-adk pins older dependencies (opentelemetry, fastapi)
     # that warn of deprecations at import; every other warning stays an error.
     args += ["-W", "ignore::DeprecationWarning"]
