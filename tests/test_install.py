@@ -379,3 +379,19 @@ def test_tracebacks_name_the_replaced_function(originals: Snapshot) -> None:
         _rewind_events._apply_rewinds([object()])  # type: ignore[list-item]
     names = [entry.name for entry in raised.traceback]
     assert "_apply_rewinds" in names and "apply_rewinds" not in names, names
+
+
+def test_the_bench_runs_on_the_installed_family() -> None:
+    """`python -m adk_fastcompact bench`, the README's main job, runs on every
+    family install() accelerates and says which it measured; the rolled
+    summary (exact mode's steady state) is timed only on exact mode's family.
+    (It raised UnsupportedAdkVersionError on every other family.)"""
+    from adk_fastcompact import _bench
+
+    report = _bench.run_bench(sizes=[300], repeat=1, turns=[50])
+    ops = {row["op"] for row in report.rows}
+    assert {"process_compaction_events", "sliding_window", "token_threshold"} <= ops
+    assert "turn_overhead" in ops
+    assert ("token_threshold_rolled" in ops) is (PROFILE.name == _families.EXACT_PROFILE)
+    assert report.family.startswith(f"google-adk {_families.adk_version()} ")
+    assert fc.installed() is None

@@ -1109,6 +1109,14 @@ def run_bench(
     # 2.5 no `_apply_rewinds` and no `_recover_compacted_function_calls`.
     present = _reference.locations()
     filter_ops = [op for op in filter_ops if op not in FILTER_FUNCTIONS or op in present]
+    # The rolled session is exact mode's steady state, which only its family has.
+    if _families.active().name != _families.EXACT_PROFILE:
+        compaction_ops = [op for op in compaction_ops if op != "token_threshold_rolled"]
+    if not filter_ops and not compaction_ops and not checkpoints:
+        raise ValueError(
+            f"nothing to time: google-adk {_families.adk_version()} has none of"
+            f" {', '.join(chosen.filter_ops + chosen.compaction_ops)}"
+        )
     sized_ops = filter_ops + compaction_ops
     run_turns = bool(checkpoints)
     repeats = [repeat or default_repeat(size) for size in sizes]
