@@ -1103,14 +1103,15 @@ def run_bench(
         chosen.filter_ops,
         chosen.compaction_ops,
     )
+    exact_family = _families.active().name == _families.EXACT_PROFILE
     if exact == "auto":
-        exact = EXACT if _families.active().name == _families.EXACT_PROFILE else None
+        exact = EXACT if exact_family else None
     # google-adk before 2.13 has no `_get_compaction_ranges` to time, before
     # 2.5 no `_apply_rewinds` and no `_recover_compacted_function_calls`.
     present = _reference.locations()
     filter_ops = [op for op in filter_ops if op not in FILTER_FUNCTIONS or op in present]
     # The rolled session is exact mode's steady state, which only its family has.
-    if _families.active().name != _families.EXACT_PROFILE:
+    if not exact_family:
         compaction_ops = [op for op in compaction_ops if op != "token_threshold_rolled"]
     if not filter_ops and not compaction_ops and not checkpoints:
         raise ValueError(
