@@ -395,3 +395,17 @@ def test_the_bench_runs_on_the_installed_family() -> None:
     assert ("token_threshold_rolled" in ops) is (PROFILE.name == _families.EXACT_PROFILE)
     assert report.family.startswith(f"google-adk {_families.adk_version()} ")
     assert fc.installed() is None
+
+
+def test_a_refusal_lists_the_reproduced_families_newest_first() -> None:
+    """The warning for a family left to google-adk names the families this
+    release reproduces, newest first (they were sorted as strings: "2.8.0
+    to 2.9.2" before "2.13.0")."""
+    oldest = _families.families()[0]
+    assert oldest.profile is None
+    message = _patch._refusal(_families.Recognition(oldest.releases[0], oldest), "parity")
+    assert message is not None
+    listed = message.split("it reproduces: ")[1].split(")")[0].split("; ")
+    expected = [f.label for f in reversed(_families.families()) if f.profile is not None]
+    assert listed == expected
+    assert listed[0] == "google-adk 2.13.0"

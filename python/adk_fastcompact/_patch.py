@@ -100,7 +100,7 @@ def _refusal(found: _families.Recognition, mode: str) -> str | None:
             f" {fam.label} family; adk-fastcompact reproduces only recorded code, so"
             " google-adk was left unchanged"
         )
-    covered = sorted({f.label for f in _families.families() if f.profile is not None}, reverse=True)
+    covered = [f.label for f in reversed(_families.families()) if f.profile is not None]
     if fam.profile is None:
         return (
             f"google-adk {version} belongs to the {fam.label} family, which this release of"
