@@ -409,3 +409,27 @@ def test_a_refusal_lists_the_reproduced_families_newest_first() -> None:
     expected = [f.label for f in reversed(_families.families()) if f.profile is not None]
     assert listed == expected
     assert listed[0] == "google-adk 2.13.0"
+
+
+def test_a_binding_module_the_release_lacks_is_passed_over(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    """A family's binding modules are those of all its releases (2.9 added
+    `google.adk.agents._agent_router`, 2.11 `google.adk.tools.model_consult`),
+    so its oldest release lacks some: install() passes over a missing module
+    or package (it raised ModuleNotFoundError on 2.8.0 and 2.10.0). A
+    dependency missing inside a module that exists still raises."""
+    real = _reference.binding_modules()
+    for absent in ("google.adk.no_such_module", "google.adk.no_such_package.module"):
+        monkeypatch.setattr(_reference, "binding_modules", lambda absent=absent: (*real, absent))
+        try:
+            assert fc.install() is True
+            assert fc.installed() == "parity"
+        finally:
+            fc.uninstall()
+    (tmp_path / "adk_fastcompact_broken.py").write_text("import adk_fastcompact_missing_dep\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(_reference, "binding_modules", lambda: (*real, "adk_fastcompact_broken"))
+    with pytest.raises(ModuleNotFoundError, match="adk_fastcompact_missing_dep"):
+        fc.install()
+    assert fc.installed() is None
