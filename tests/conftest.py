@@ -11,6 +11,9 @@ google-adk's 2.13 family has (exact mode, which `install(mode="exact")`
 refuses on any other family; the audit's replay of 2.13's rules): it is
 skipped, naming `what`, the installed release and its family, where the
 installed google-adk's profile (`compare.PROFILE`) is another family's.
+
+With `-n 2 --dist loadgroup` (tests/run.sh) the tests go to the workers one
+by one, but for the files of `WHOLE_FILES`, which one worker runs whole.
 """
 
 from __future__ import annotations
@@ -47,6 +50,31 @@ settings.register_profile(
 )
 settings.register_profile("quick", parent=settings.get_profile("ci"), max_examples=15)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+#: Files one pytest-xdist worker runs whole: test_window's totals tests read
+#: what the blocks before them counted in that process, and test_audit's
+#: module fixture writes its stores once.
+WHOLE_FILES = ("tests/test_window.py", "tests/test_audit.py")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadgroup`, grouping by `WHOLE_FILES`. pytest-xdist's own
+    loadgroup reads `xdist_group` marks by renaming `item._nodeid`, which
+    pytest 9 no longer reads: it groups nothing (3.8.0, the newest)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class WholeFiles(LoadScopeScheduling):
+        # A scope is one test, or a whole file of WHOLE_FILES; the largest
+        # scopes are handed out first (xdist's `loadscopereorder`).
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return path if path in WHOLE_FILES else nodeid
+
+    return WholeFiles(config, log)
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -21,7 +21,8 @@ maturin build --release -q -o target/ci-wheel
 export ADK_FASTCOMPACT_WHEEL
 ADK_FASTCOMPACT_WHEEL="$(ls target/ci-wheel/*.whl)"
 echo "== pytest (google-adk 2.13.0) (at ${SECONDS} s)"
-python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile "$@"
+# Test by test on two workers, the files of conftest.WHOLE_FILES whole.
+python -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup "$@"
 echo "== the other google-adk profiles this release reproduces (CI's parity subset, one venv each) (at ${SECONDS} s)"
 python tests/families/run.py parity --ci --others --wheel "$ADK_FASTCOMPACT_WHEEL"
 echo "== all passed (at ${SECONDS} s)"

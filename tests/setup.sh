@@ -12,6 +12,8 @@ fi
 export VIRTUAL_ENV="$PWD/.venv"
 export PATH="$VIRTUAL_ENV/bin:$PATH"
 echo "== installing pinned requirements (tests/requirements.txt) (at ${SECONDS} s)"
-python -m pip install -q --disable-pip-version-check -r tests/requirements.txt
+# uv (pinned there too) installs them: a few seconds where pip takes a minute.
+python -m pip install -q --disable-pip-version-check "$(grep '^uv==' tests/requirements.txt)"
+uv pip install -q --python "$VIRTUAL_ENV/bin/python" -r tests/requirements.txt
 echo "== building adk_fastcompact._native (release) (at ${SECONDS} s)"
 maturin develop --release -q

@@ -639,7 +639,9 @@ def test_the_json_report_shape(stores: dict[str, Any], capsys: pytest.CaptureFix
     }
     timing = report["timing"]
     assert timing["wall_seconds"] >= timing["read_seconds"]
-    assert timing["analysis_wait_seconds"] <= timing["analysis_seconds"] + 1e-3
+    # The wait includes waking up after the analysis: on a busy machine it
+    # can exceed the analysis itself, never the scan.
+    assert 0 <= timing["analysis_wait_seconds"] <= timing["wall_seconds"]
     assert report["timing"]["infer_seconds"] == 0  # settings given
     (session,) = report["sessions"]
     assert set(session) == {

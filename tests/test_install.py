@@ -15,7 +15,7 @@ from typing import Any
 import adk_fastcompact as fc
 import pytest
 from adk_fastcompact import _families, _patch, _reference
-from compare import PROFILE, _original, needs
+from compare import OURS_PROCESS, PROFILE, _original, needs
 
 # The prompt-side originals the installed google-adk has (2.12 has no
 # `_get_compaction_ranges`, 2.5-2.11 none, 2.3-2.4 only the first).
@@ -395,6 +395,25 @@ def test_the_bench_runs_on_the_installed_family() -> None:
     assert ("token_threshold_rolled" in ops) is (PROFILE.name == _families.EXACT_PROFILE)
     assert report.family.startswith(f"google-adk {_families.adk_version()} ")
     assert fc.installed() is None
+
+
+def test_a_warm_prompt_hands_out_the_summaries_it_built() -> None:
+    """On every family, `_process_compaction_events` over events it has
+    seen hands out the summaries it built for them (the per-session index
+    caches each). Events of google-adk 1.x have no `node_info`, and the
+    cache took no summary without one: every call on 1.34-1.39 built all
+    its summaries again (the bench's warm prompt ratio there was 22x)."""
+    from adk_fastcompact import _native, _sessions
+
+    events = _sessions.build_session(400, 3)
+    handed = []
+    for _ in range(3):
+        before = _native.index_stats()
+        out = OURS_PROCESS(events, "root")
+        handed.append([e for e in out if not any(e is x for x in events)])
+    reused = int(_native.index_stats()["summaries_reused"]) - int(before["summaries_reused"])
+    assert len(handed[-1]) >= 10 and reused == len(handed[-1])
+    assert all(a is b for a, b in zip(handed[-1], handed[-2], strict=True))
 
 
 def test_a_refusal_lists_the_reproduced_families_newest_first() -> None:

@@ -135,21 +135,10 @@ def test_wheel_installs_into_a_fresh_venv_and_runs(tmp_path: Path) -> None:
     venv = tmp_path / "venv"
     _run(sys.executable, "-m", "venv", "--without-pip", venv)
     python = venv / "bin" / "python"
-    # This environment's pip installs into the venv (no pip of its own to
-    # bootstrap); no bytecode compiled, which the smoke run does not need.
-    _run(
-        sys.executable,
-        "-m",
-        "pip",
-        "--python",
-        python,
-        "install",
-        "-q",
-        "--disable-pip-version-check",
-        "--no-compile",
-        wheel,
-        *_pins("google-adk", "rich"),
-    )
+    # This environment's uv (pinned in the test requirements) installs into
+    # the venv: no pip of its own to bootstrap, seconds where pip takes 20.
+    uv = Path(sys.executable).parent / "uv"
+    _run(uv, "pip", "install", "-q", "--python", python, wheel, *_pins("google-adk", "rich"))
     # Nothing of this checkout on the path; the internals at their defaults.
     dropped = {"PYTHONPATH", "VIRTUAL_ENV", *SWITCHES}
     env = {k: v for k, v in os.environ.items() if k not in dropped}

@@ -68,6 +68,8 @@ adk_context_compaction = adk_module(
     "google.adk.flows.llm_flows.context._compaction", "google.adk.flows.llm_flows.compaction"
 )
 
+# One worker runs the whole file (conftest.WHOLE_FILES): the totals tests
+# read what the blocks before them counted in this process.
 pytestmark = pytest.mark.usefixtures("index_mode")
 
 # The oracle, taken before any test can install() (and refusing if it has).
@@ -630,8 +632,7 @@ def test_seeded_cases(block: int, capture: Capture, index_mode: str) -> None:
     TOTALS[index_mode]["blocks"] += 1
 
 
-# The blocks' totals are this process's: tests/run.sh distributes whole
-# files to its two pytest workers (`--dist loadfile`).
+# The blocks' totals are this process's: one worker runs the whole file.
 @pytest.mark.parametrize("index_mode", ["off", "cold"], indirect=True)
 def test_seeded_cases_reach_rare_paths(index_mode: str) -> None:
     """Over all seeded blocks (which run in full with the index off and
@@ -690,7 +691,7 @@ def test_chaotic_sessions(block: int, capture: Capture) -> None:
 
 def test_chaotic_sessions_decline() -> None:
     """The chaotic blocks together reach the Rust core's declines (run after
-    them: same file, one worker with --dist loadfile)."""
+    them: one worker runs the whole file)."""
     if CHAOTIC_DECLINES["blocks"] < CHAOTIC_BLOCKS:
         pytest.skip("the chaotic blocks did not all run in this process")
     assert CHAOTIC_DECLINES["declined"] >= 1, CHAOTIC_DECLINES

@@ -288,7 +288,7 @@ class AuditReport:
     #: reading the next batch).
     analysis_seconds: float = 0.0
     #: Time the reader waited for an analysis after reading its batch: the
-    #: analysis time reading did not hide.
+    #: analysis time reading did not hide (and the wake-up after it).
     analysis_wait_seconds: float = 0.0
     #: Start to end of the scan.
     wall_seconds: float = 0.0

@@ -617,8 +617,9 @@ struct Summary {
     content: Py<PyAny>,
     /// Its `node_info` when it was cached, held: while the summary's dict
     /// is unchanged it still holds this object, whose dict is then read
-    /// without a lookup in the summary's.
-    node: Py<PyAny>,
+    /// without a lookup in the summary's. `None` for an Event without one
+    /// (google-adk 1.x).
+    node: Option<Py<PyAny>>,
 }
 
 /// What a cached summary was built from, and so for which objects it is
@@ -746,36 +747,40 @@ fn weak_ref_with(obj: &Bound<'_, PyAny>, callback: &Bound<'_, PyAny>) -> PyResul
 }
 
 /// How a cached summary is shown to be as it was built: its instance dict
-/// and its `node_info`'s (a mutable model some agents write into) are the
-/// same dicts with the same contents.
+/// and its `node_info`'s (a mutable model some agents write into; Events
+/// of google-adk 1.x have none) are the same dicts with the same contents.
 enum Unchanged {
     /// Their addresses and version tags (`version_tag`): a dict gets a new
     /// tag when created and on every change, so equal pairs mean unchanged
     /// contents, read in two words per dict.
     Tags {
         dict: (usize, u64),
-        node: (usize, u64),
+        node: Option<(usize, u64)>,
     },
     /// Where tags are not readable: their values in order, held (so an
     /// identical address means an unchanged value).
     Values {
         dict: Vec<Py<PyAny>>,
-        node: Vec<Py<PyAny>>,
+        node: Option<Vec<Py<PyAny>>>,
     },
 }
 
-/// The instance dict of a summary Event, its `node_info` and that one's
-/// instance dict, or `None` when it no longer has that shape.
-type SummaryDicts<'py> = (Bound<'py, PyDict>, Bound<'py, PyAny>, Bound<'py, PyDict>);
+/// A summary's `node_info` and that one's instance dict.
+type NodeDict<'py> = (Bound<'py, PyAny>, Bound<'py, PyDict>);
+
+/// The instance dict of a summary Event and its `node_info` with that
+/// one's instance dict (`None` where Events have no `node_info`: google-adk
+/// 1.x), or `None` when it no longer has that shape.
+type SummaryDicts<'py> = (Bound<'py, PyDict>, Option<NodeDict<'py>>);
 
 fn summary_dicts<'py>(event: &Bound<'py, PyAny>) -> PyResult<Option<SummaryDicts<'py>>> {
     let Some(dict) = generic_dict(event) else {
         return Ok(None);
     };
     let Some(node) = dict.get_item(intern!(event.py(), "node_info"))? else {
-        return Ok(None);
+        return Ok(Some((dict, None)));
     };
-    Ok(generic_dict(&node).map(|node_dict| (dict, node, node_dict)))
+    Ok(generic_dict(&node).map(|node_dict| (dict, Some((node, node_dict)))))
 }
 
 /// The address and version tag of `obj`'s instance dict, where tags are
@@ -806,27 +811,44 @@ fn generic_dict<'py>(obj: &Bound<'py, PyAny>) -> Option<Bound<'py, PyDict>> {
 
 impl Unchanged {
     /// The state of a summary's dicts now.
-    fn of(dict: &Bound<'_, PyDict>, node: &Bound<'_, PyDict>) -> Self {
+    fn of(dict: &Bound<'_, PyDict>, node: Option<&Bound<'_, PyDict>>) -> Self {
         let tagged = |d: &Bound<'_, PyDict>| version_tag::tag(d).map(|t| (d.as_ptr() as usize, t));
-        match (tagged(dict), tagged(node)) {
-            (Some(dict), Some(node)) => Unchanged::Tags { dict, node },
+        let values = |d: &Bound<'_, PyDict>| d.iter().map(|(_, v)| v.unbind()).collect();
+        match (tagged(dict), node.map(tagged)) {
+            (Some(dict), None) => Unchanged::Tags { dict, node: None },
+            (Some(dict), Some(Some(node))) => Unchanged::Tags {
+                dict,
+                node: Some(node),
+            },
             _ => Unchanged::Values {
-                dict: dict.iter().map(|(_, v)| v.unbind()).collect(),
-                node: node.iter().map(|(_, v)| v.unbind()).collect(),
+                dict: values(dict),
+                node: node.map(values),
             },
         }
     }
 
     /// Whether the dicts are as they were.
-    fn holds(&self, dict: &Bound<'_, PyDict>, node: &Bound<'_, PyDict>) -> bool {
+    fn holds(&self, dict: &Bound<'_, PyDict>, node: Option<&Bound<'_, PyDict>>) -> bool {
         match self {
             Unchanged::Tags { dict: d, node: n } => {
                 let same = |d: &Bound<'_, PyDict>, &(addr, tag): &(usize, u64)| {
                     d.as_ptr() as usize == addr && version_tag::tag(d) == Some(tag)
                 };
-                same(dict, d) && same(node, n)
+                same(dict, d)
+                    && match (node, n) {
+                        (None, None) => true,
+                        (Some(node), Some(n)) => same(node, n),
+                        _ => false,
+                    }
             }
-            Unchanged::Values { dict: d, node: n } => same_values(dict, d) && same_values(node, n),
+            Unchanged::Values { dict: d, node: n } => {
+                same_values(dict, d)
+                    && match (node, n) {
+                        (None, None) => true,
+                        (Some(node), Some(n)) => same_values(node, n),
+                        _ => false,
+                    }
+            }
         }
     }
 
@@ -834,7 +856,7 @@ impl Unchanged {
     fn held(&self) -> usize {
         match self {
             Unchanged::Tags { .. } => 0,
-            Unchanged::Values { dict, node } => dict.len() + node.len(),
+            Unchanged::Values { dict, node } => dict.len() + node.as_ref().map_or(0, Vec::len),
         }
     }
 }
@@ -869,13 +891,17 @@ impl Summary {
     /// node is the one held: an unchanged summary dict still holds it (by
     /// tag, or by comparing the values, `node_info` among them).
     fn unchanged_now(&self, py: Python<'_>) -> bool {
-        let (Some(dict), Some(node)) = (
-            generic_dict(self.event.bind(py)),
-            generic_dict(self.node.bind(py)),
-        ) else {
+        let Some(dict) = generic_dict(self.event.bind(py)) else {
             return false;
         };
-        self.unchanged.holds(&dict, &node)
+        let node = match &self.node {
+            Some(node) => match generic_dict(node.bind(py)) {
+                Some(node) => Some(node),
+                None => return false,
+            },
+            None => None,
+        };
+        self.unchanged.holds(&dict, node.as_ref())
     }
 
     /// Starts loading what [`Summary::valid`] reads: the weak reference,
@@ -886,13 +912,18 @@ impl Summary {
         use super::prefetch::prefetch;
         let before = |p: *mut ffi::PyObject| p.cast::<u8>().wrapping_sub(24).cast();
         prefetch(self.origin.as_ptr());
-        for p in [self.event.as_ptr(), self.node.as_ptr()] {
-            prefetch(p);
-            prefetch(before(p));
+        for p in [Some(&self.event), self.node.as_ref()]
+            .into_iter()
+            .flatten()
+        {
+            prefetch(p.as_ptr());
+            prefetch(before(p.as_ptr()));
         }
         if let Unchanged::Tags { dict, node } = &self.unchanged {
             prefetch(dict.0 as *const ffi::PyObject);
-            prefetch(node.0 as *const ffi::PyObject);
+            if let Some(node) = node {
+                prefetch(node.0 as *const ffi::PyObject);
+            }
         }
     }
 }
@@ -1309,19 +1340,24 @@ impl Tracked {
 }
 
 /// What a summary Event holds: its own sizes (`__sizeof__`) and those of
-/// its dict, fields set, `node_info` and `node_info`'s dict, plus our
-/// references to its values.
-fn summary_size(event: &Bound<'_, PyAny>, values: usize) -> PyResult<usize> {
+/// its dict, fields set, `node_info` and `node_info`'s dict (where it has
+/// one), plus our references to its values.
+fn summary_size(
+    event: &Bound<'_, PyAny>,
+    node: Option<&NodeDict<'_>>,
+    values: usize,
+) -> PyResult<usize> {
     let py = event.py();
-    let node = event.getattr(intern!(py, "node_info"))?;
     let mut bytes = values * 8;
-    for obj in [
+    let mut held = vec![
         event.clone(),
         event.getattr(intern!(py, "__dict__"))?,
         event.getattr(intern!(py, "__pydantic_fields_set__"))?,
-        node.getattr(intern!(py, "__dict__"))?,
-        node,
-    ] {
+    ];
+    if let Some((node, node_dict)) = node {
+        held.extend([node.clone(), node_dict.clone().into_any()]);
+    }
+    for obj in held {
         bytes += obj
             .call_method0(intern!(py, "__sizeof__"))?
             .extract::<usize>()?;
@@ -1690,13 +1726,13 @@ impl<'py> Loaded<'py> {
         if slot == Slot::MAX {
             return Ok(None);
         }
-        let Some((dict, node, node_dict)) = summary_dicts(event)? else {
+        let Some((dict, node)) = summary_dicts(event)? else {
             return Ok(None);
         };
         let Some(content) = dict.get_item(intern!(event.py(), "content"))? else {
             return Ok(None);
         };
-        let unchanged = Unchanged::of(&dict, &node_dict);
+        let unchanged = Unchanged::of(&dict, node.as_ref().map(|(_, d)| d));
         let origin = match tracked.primary_source(slot) {
             Some(original) if from_primary => Origin::Primary(original.clone_ref(event.py())),
             _ => {
@@ -1712,7 +1748,7 @@ impl<'py> Loaded<'py> {
         };
         let bytes = match bytes {
             Some(bytes) => bytes,
-            None => summary_size(event, unchanged.held())?,
+            None => summary_size(event, node.as_ref(), unchanged.held())?,
         };
         tracked.summaries.insert(
             slot,
@@ -1723,7 +1759,7 @@ impl<'py> Loaded<'py> {
                 event: event.clone().unbind(),
                 unchanged,
                 content: content.unbind(),
-                node: node.unbind(),
+                node: node.map(|(node, _)| node.unbind()),
             },
         );
         Ok(Some(bytes))

@@ -67,15 +67,15 @@ QUICK = (
 )
 
 # What CI runs per profile: the differential suite with no index and few
-# examples, one end-to-end conversation (both triggers, in-memory service),
-# install().
+# examples, one end-to-end conversation (both triggers, on the SQLite
+# service: 100 turns, each reloading the session), install().
 CI = (
     "tests/test_differential.py",
     "tests/test_runner_e2e.py",
     "tests/test_install.py",
     "-k",
-    "not cold and not copies and not invalidated and not warm and not sqlite"
-    " and not window-memory and not token-memory",
+    "not cold and not copies and not invalidated and not warm and not memory"
+    " and not window-sqlite and not token-sqlite",
 )
 
 SMOKE = """
@@ -170,8 +170,8 @@ def imports(python: pathlib.Path, release: str) -> bool:
 def parity(python: pathlib.Path, release: str, quick: bool, ci: bool = False) -> bool:
     env = {**os.environ, "HYPOTHESIS_PROFILE": "quick" if quick or ci else "ci"}
     args = [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2"]
-    # CI's subset is a few long tests: spread them one by one.
-    args += ["--dist", "load" if ci else "loadfile", *(CI if ci else QUICK if quick else PARITY)]
+    # Test by test, the files of conftest.WHOLE_FILES whole.
+    args += ["--dist", "loadgroup", *(CI if ci else QUICK if quick else PARITY)]
     # An older google-adk pins older dependencies (opentelemetry, fastapi)
     # that warn of deprecations at import; every other warning stays an error.
     args += ["-W", "ignore::DeprecationWarning"]
