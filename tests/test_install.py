@@ -381,8 +381,6 @@ def test_tracebacks_name_the_replaced_function(originals: Snapshot) -> None:
     assert "_apply_rewinds" in names and "apply_rewinds" not in names, names
 
 
-# Its turns run a Runner, and 2.10-2.11 announce an experimental feature there.
-@pytest.mark.filterwarnings("ignore:\\[EXPERIMENTAL\\]:UserWarning")
 def test_the_bench_runs_on_the_installed_family() -> None:
     """`python -m adk_fastcompact bench`, the README's main job, runs on every
     family install() accelerates and says which it measured; the rolled
