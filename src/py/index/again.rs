@@ -117,10 +117,7 @@ pub fn ranges_again(list: &Bound<'_, PyList>) -> Extracted<Option<Vec<Compaction
     remembered(list, |t| extend_ranges(t, list), |c| c.ranges_reused += 1)
 }
 
-pub(super) fn extend_ranges(
-    t: &mut Tracked,
-    list: &Bound<'_, PyList>,
-) -> Option<Vec<CompactionRange>> {
+fn extend_ranges(t: &mut Tracked, list: &Bound<'_, PyList>) -> Option<Vec<CompactionRange>> {
     let mut memo = t.ranges.take()?;
     let known = memo.seen.len();
     let need = Need {
@@ -161,7 +158,7 @@ pub fn recover_same(
     )
 }
 
-pub(super) fn same_reinjection(
+fn same_reinjection(
     t: &mut Tracked,
     events: &Bound<'_, PyList>,
     source: &Bound<'_, PyList>,
@@ -290,7 +287,7 @@ pub fn exact_prompt_again<'py>(
 /// holds its objects followed by raw events stamped in order from the
 /// prompt's last sort key on: no compaction covers an event stored after
 /// it, so they are raw and go last, in order.
-pub(super) fn extend_prompt(
+fn extend_prompt(
     t: &mut Tracked,
     memo: &mut ExactMemo,
     list: &Bound<'_, PyList>,
@@ -322,11 +319,7 @@ pub(super) fn extend_prompt(
     true
 }
 
-pub(super) fn extend_filtered(
-    t: &mut Tracked,
-    list: &Bound<'_, PyList>,
-    need: Need,
-) -> Option<Vec<Item>> {
+fn extend_filtered(t: &mut Tracked, list: &Bound<'_, PyList>, need: Need) -> Option<Vec<Item>> {
     let mut memo = t.filtered.take()?;
     let known = memo.seen.len();
     let n = list.len();
@@ -375,7 +368,7 @@ pub fn recover_again(events: &Bound<'_, PyList>, source: &Bound<'_, PyList>) -> 
     Ok(again.is_some())
 }
 
-pub(super) fn extend_recovered(
+fn extend_recovered(
     t: &mut Tracked,
     events: &Bound<'_, PyList>,
     source: &Bound<'_, PyList>,
@@ -476,7 +469,7 @@ pub(super) fn resolve_tail<'py>(
     Some((objects, views, slots))
 }
 
-pub(super) fn extend_rewinds(t: &mut Tracked, list: &Bound<'_, PyList>) -> Option<Vec<u32>> {
+fn extend_rewinds(t: &mut Tracked, list: &Bound<'_, PyList>) -> Option<Vec<u32>> {
     let mut memo = t.rewinds.take()?;
     let known = memo.seen.len();
     let need = Need {

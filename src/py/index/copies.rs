@@ -14,13 +14,13 @@ use super::*;
 /// call).
 #[pyclass(frozen)]
 pub(super) struct CopyHolder {
-    pub(super) objects: Mutex<Vec<Py<PyAny>>>,
+    objects: Mutex<Vec<Py<PyAny>>>,
     pub(super) alive: AtomicBool,
     /// The session's `Tracked::deaths`, bumped when the copies are let go.
-    pub(super) deaths: Arc<AtomicU64>,
+    deaths: Arc<AtomicU64>,
     /// The weak reference to the session copy, kept so the callback runs
     /// (CPython drops its reference to the callback once it ran).
-    pub(super) session: Mutex<Option<Py<PyAny>>>,
+    session: Mutex<Option<Py<PyAny>>>,
 }
 
 impl CopyHolder {
@@ -32,7 +32,7 @@ impl CopyHolder {
 
 #[pymethods]
 impl CopyHolder {
-    pub(super) fn __call__(&self, _weak: &Bound<'_, PyAny>) {
+    fn __call__(&self, _weak: &Bound<'_, PyAny>) {
         self.alive.store(false, Ordering::Release);
         self.deaths.fetch_add(1, Ordering::AcqRel);
         let objects = match self.objects.lock() {
@@ -64,7 +64,7 @@ pub(super) struct Reaper {
 
 #[pymethods]
 impl Reaper {
-    pub(super) fn __call__(&self, weak: &Bound<'_, PyAny>) {
+    fn __call__(&self, weak: &Bound<'_, PyAny>) {
         let taken =
             match REGISTRY.try_lock() {
                 Ok(mut reg) => reg.sessions.get_mut(&self.key).and_then(|t| {
@@ -92,7 +92,7 @@ pub(super) struct Obituary {
 
 #[pymethods]
 impl Obituary {
-    pub(super) fn __call__(&self, _weak: &Bound<'_, PyAny>) {
+    fn __call__(&self, _weak: &Bound<'_, PyAny>) {
         self.deaths.fetch_add(1, Ordering::AcqRel);
     }
 }
@@ -111,7 +111,7 @@ pub(super) fn weak_ref_with(
 /// slots, they name those copies instead (same slots, same stored views, so
 /// the same results; recovery names its summaries by slot), and the
 /// invocation's first calls are answered from them.
-pub(super) fn carry_positional(t: &mut Tracked, new: &Bound<'_, PyList>, holder: u32) {
+fn carry_positional(t: &mut Tracked, new: &Bound<'_, PyList>, holder: u32) {
     let generation = t.generation;
     let carried = |seen: &Seen| {
         (seen.generation == generation)
@@ -137,7 +137,7 @@ pub(super) fn carry_positional(t: &mut Tracked, new: &Bound<'_, PyList>, holder:
 /// The addresses of `new`'s first items when each is the copy of the
 /// object at its position that holder `holder` bound to the slot `slots`
 /// names there.
-pub(super) fn copies_at(
+fn copies_at(
     t: &Tracked,
     new: &Bound<'_, PyList>,
     slots: &[Slot],
@@ -165,7 +165,7 @@ pub(super) fn copies_at(
 /// copies instead (same slots, same stored views, so the same result for
 /// the copy's list of them), and the invocation's first filtering call is
 /// answered from it.
-pub(super) fn carry_filtered(t: &mut Tracked, holder: u32) {
+fn carry_filtered(t: &mut Tracked, holder: u32) {
     let Some(memo) = t.filtered.as_ref() else {
         return;
     };
@@ -180,7 +180,7 @@ pub(super) fn carry_filtered(t: &mut Tracked, holder: u32) {
 /// Moves exact mode's last answers onto a session copy, as
 /// [`carry_filtered`] moves the filtering result: each names the copies of
 /// its slots when every one had its copy bound just now by `holder`.
-pub(super) fn carry_exact(t: &mut Tracked, holder: u32) {
+fn carry_exact(t: &mut Tracked, holder: u32) {
     let carried: Vec<Option<Vec<usize>>> = t
         .exact
         .iter()
@@ -196,7 +196,7 @@ pub(super) fn carry_exact(t: &mut Tracked, holder: u32) {
 
 /// The addresses of the copies bound just now (by `holder`) to every slot
 /// `seen` names, when each had one, over an unchanged index.
-pub(super) fn copies_of(t: &Tracked, seen: &Seen, holder: u32) -> Option<Vec<usize>> {
+fn copies_of(t: &Tracked, seen: &Seen, holder: u32) -> Option<Vec<usize>> {
     if seen.generation != t.generation {
         return None;
     }

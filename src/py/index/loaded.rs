@@ -499,7 +499,7 @@ impl<'py> Loaded<'py> {
 /// The session index a call's result is remembered in: the call's own,
 /// when its batch holds every item of the list (one taken in part, see
 /// [`filter_again`], names no list to remember).
-pub(super) fn memo_index<'a>(
+fn memo_index<'a>(
     checkout: &'a mut Option<(Box<str>, Tracked)>,
     at: &[u32],
 ) -> Option<&'a mut Tracked> {
@@ -551,7 +551,7 @@ pub fn load_source<'py>(events: &Bound<'py, PyAny>, need: Need) -> Extracted<Loa
     load_with(events, need, false)
 }
 
-pub(super) fn load_with<'py>(
+fn load_with<'py>(
     events: &Bound<'py, PyAny>,
     need: Need,
     bind_seen: bool,
@@ -605,7 +605,7 @@ pub(super) fn load_with<'py>(
 }
 
 /// What becomes of an item the identity pass did not settle.
-pub(super) enum Pending {
+enum Pending {
     /// Bound to its slot already; read the groups not yet confirmed.
     Confirm(Slot),
     /// Known id, another object: bind to the slot, read and merge.
@@ -617,7 +617,7 @@ pub(super) enum Pending {
     Transient,
 }
 
-pub(super) type Resolution<'py> = (Vec<Bound<'py, PyAny>>, Views, Vec<Slot>, Counters);
+type Resolution<'py> = (Vec<Bound<'py, PyAny>>, Views, Vec<Slot>, Counters);
 
 pub(super) fn resolve<'py>(
     t: &mut Tracked,
@@ -764,7 +764,7 @@ pub(super) fn resolve<'py>(
 
 /// The views of a call: stored views, with the fields of other groups at
 /// their defaults (as a direct read leaves them), and transient ones.
-pub(super) fn views_of(
+fn views_of(
     core: &EventIndex,
     objects: &[Bound<'_, PyAny>],
     slots: &[Slot],

@@ -236,7 +236,7 @@ pub(super) struct ExactMemo {
 }
 
 /// Bytes a coverage holds, about.
-pub(super) fn coverage_bytes(c: &Coverage) -> usize {
+fn coverage_bytes(c: &Coverage) -> usize {
     c.hidden.len()
         + c.survive.len() * 8
         + c.extents

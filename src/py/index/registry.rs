@@ -12,7 +12,7 @@ pub(super) struct Counters {
     pub(super) changed: u64,
     pub(super) transient: u64,
     pub(super) fallbacks: u64,
-    pub(super) evictions: u64,
+    evictions: u64,
     pub(super) summaries_reused: u64,
     pub(super) summaries_built: u64,
     pub(super) rewinds_reused: u64,
@@ -30,8 +30,8 @@ pub(super) struct Counters {
 
 pub(super) struct Registry {
     pub(super) sessions: FastMap<Box<str>, Tracked>,
-    pub(super) clock: u64,
-    pub(super) max_sessions: usize,
+    clock: u64,
+    max_sessions: usize,
     pub(super) enabled: bool,
     pub(super) counters: Counters,
 }
@@ -109,7 +109,7 @@ pub(super) fn checkin(key: Box<str>, mut tracked: Tracked) {
     evict(&mut reg);
 }
 
-pub(super) fn evict(reg: &mut Registry) {
+fn evict(reg: &mut Registry) {
     while reg.sessions.len() > reg.max_sessions {
         let Some(oldest) = reg
             .sessions

@@ -72,12 +72,12 @@ pub(super) enum Unchanged {
 }
 
 /// A summary's `node_info` and that one's instance dict.
-pub(super) type NodeDict<'py> = (Bound<'py, PyAny>, Bound<'py, PyDict>);
+type NodeDict<'py> = (Bound<'py, PyAny>, Bound<'py, PyDict>);
 
 /// The instance dict of a summary Event and its `node_info` with that
 /// one's instance dict (`None` where Events have no `node_info`: google-adk
 /// 1.x), or `None` when it no longer has that shape.
-pub(super) type SummaryDicts<'py> = (Bound<'py, PyDict>, Option<NodeDict<'py>>);
+type SummaryDicts<'py> = (Bound<'py, PyDict>, Option<NodeDict<'py>>);
 
 pub(super) fn summary_dicts<'py>(event: &Bound<'py, PyAny>) -> PyResult<Option<SummaryDicts<'py>>> {
     let Some(dict) = generic_dict(event) else {
@@ -99,7 +99,7 @@ pub(super) fn dict_state(obj: &Bound<'_, PyAny>) -> Option<(usize, u64)> {
 /// `obj`'s instance dict as `object.__dict__` gives it (what `__dict__`
 /// gives for the models a summary is made of, which do not redefine it),
 /// without the attribute lookup; `None` when it has none.
-pub(super) fn generic_dict<'py>(obj: &Bound<'py, PyAny>) -> Option<Bound<'py, PyDict>> {
+fn generic_dict<'py>(obj: &Bound<'py, PyAny>) -> Option<Bound<'py, PyDict>> {
     // SAFETY: `obj` is live; PyObject_GenericGetDict returns a new reference
     // to its instance dict, or NULL with an exception set (cleared here).
     let dict = unsafe {
@@ -235,7 +235,7 @@ impl Summary {
 }
 
 /// Whether `dict`'s values are the objects `then` holds, in order.
-pub(super) fn same_values(dict: &Bound<'_, PyDict>, then: &[Py<PyAny>]) -> bool {
+fn same_values(dict: &Bound<'_, PyDict>, then: &[Py<PyAny>]) -> bool {
     dict.len() == then.len() && dict.iter().zip(then).all(|((_, now), then)| now.is(then))
 }
 

@@ -34,7 +34,7 @@ impl Tracked {
     }
 
     /// The objects each remembered result names.
-    pub(super) fn seens(&self) -> impl Iterator<Item = &Seen> {
+    fn seens(&self) -> impl Iterator<Item = &Seen> {
         [
             self.rewinds.as_ref().map(|m| &m.seen),
             self.ranges.as_ref().map(|m| &m.seen),
@@ -48,7 +48,7 @@ impl Tracked {
         .chain(self.exact.iter().map(|m| &m.seen))
     }
 
-    pub(super) fn seens_mut(&mut self) -> impl Iterator<Item = &mut Seen> {
+    fn seens_mut(&mut self) -> impl Iterator<Item = &mut Seen> {
         [
             self.rewinds.as_mut().map(|m| &mut m.seen),
             self.ranges.as_mut().map(|m| &mut m.seen),
@@ -90,7 +90,7 @@ impl Tracked {
     }
 
     /// Bytes of the records the remembered results hold, each counted once.
-    pub(super) fn records_bytes(&self) -> usize {
+    fn records_bytes(&self) -> usize {
         let mut counted: Vec<*const Mutex<Record>> = Vec::new();
         let mut bytes = 0;
         for seen in self.seens() {
@@ -177,7 +177,7 @@ impl Tracked {
 
     /// Whether every weakly bound object is known alive (see `alive_at`).
     #[inline]
-    pub(super) fn all_alive(&self) -> bool {
+    fn all_alive(&self) -> bool {
         self.alive_at == Some(self.deaths())
     }
 
@@ -323,7 +323,7 @@ impl Tracked {
 
     /// Whether `list` begins with the first object of the last list read
     /// directly (see `seen_first`).
-    pub(super) fn same_first(&self, list: &Bound<'_, PyList>) -> bool {
+    fn same_first(&self, list: &Bound<'_, PyList>) -> bool {
         match (&self.seen_first, list.get_item(0)) {
             (Some(first), Ok(now)) => now.is(first),
             _ => false,
@@ -338,7 +338,7 @@ impl Tracked {
         (bit / 64, 1u64 << (bit % 64))
     }
 
-    pub(super) fn was_seen(&self, addr: usize) -> bool {
+    fn was_seen(&self, addr: usize) -> bool {
         if self.seen.is_empty() {
             return false;
         }
