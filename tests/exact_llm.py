@@ -85,9 +85,12 @@ class TaggingLlm(BaseLlm):
     """`model="root"` answers, `model="summarizer"` summarizes; see the module doc.
 
     `delay` (seconds) is awaited before each answer, and `summary_delay`
-    before each summary, so that concurrent invocations interleave."""
+    before each summary, so that concurrent invocations interleave;
+    `slow_delay` instead of `delay` before answering a question that says
+    "slowly"."""
 
     delay: float = 0.0
+    slow_delay: float = 0.0
     summary_delay: float = 0.0
     summary_chars: int = 400
     answer_words: int = 0
@@ -126,8 +129,10 @@ class TaggingLlm(BaseLlm):
             parts = [types.Part(text=f"<<{name}>> summary: {filler}")]
         else:
             self._requests.append([c.model_dump(mode="json", exclude_none=True) for c in contents])
-            if self.delay:
-                await asyncio.sleep(self.delay)
+            last = "".join(p.text or "" for p in contents[-1].parts or []) if contents else ""
+            delay = self.slow_delay if "slowly" in last else self.delay
+            if delay:
+                await asyncio.sleep(delay)
             parts = self._answer(contents, n)
         size = sum(len(c.model_dump_json(exclude_none=True)) for c in contents)
         yield LlmResponse(

@@ -19,6 +19,8 @@ from typing import Any
 
 import adk_fastcompact
 import pytest
+from adk_fastcompact import _exact
+from compare import ORIG_PROCESS, ORIG_RECOVER
 from exact_llm import SUMMARY, TaggingLlm, event_tags, lookup, start_job, tags
 from google.adk.agents.llm_agent import LlmAgent
 from google.adk.apps.app import App, EventsCompactionConfig
@@ -52,7 +54,8 @@ class Turn:
 class Run:
     turns: list[Turn] = field(default_factory=list)
     #: Lost / duplicated tags when google-adk's own code (no accelerator)
-    #: assembles the prompt from the final stored session.
+    #: assembles the prompt from the session as stored after each batch
+    #: (its compaction reading) and at the end (its whole assembly).
     plain_lost: set[str] = field(default_factory=set)
     plain_duplicated: set[str] = field(default_factory=set)
     compactions: int = 0
@@ -76,6 +79,7 @@ def run(
     mode: str | None,
     ties: int = 1,
     delay: float = 0.0,
+    slow_delay: float = 0.0,
     summary_delay: float = 0.0,
     answer_words: int = 0,
 ) -> Run:
@@ -85,7 +89,7 @@ def run(
     if mode is not None:
         assert adk_fastcompact.install(mode=mode) is True
     summarizer_llm = TaggingLlm(model="summarizer", summary_delay=summary_delay)
-    llm = TaggingLlm(model="root", delay=delay, answer_words=answer_words)
+    llm = TaggingLlm(model="root", delay=delay, slow_delay=slow_delay, answer_words=answer_words)
     llm.share(summarizer_llm)
     config = config.model_copy(update={"summarizer": LlmEventSummarizer(llm=summarizer_llm)})
     agent = LlmAgent(
@@ -131,13 +135,28 @@ def run(
                     )
                 )
                 stored = set().union(*(event_tags(e) for e in session.events))
+                if mode is not None:
+                    # As plain google-adk would read the store now.
+                    plain_prompt = ORIG_RECOVER(
+                        ORIG_PROCESS(session.events, "root"), session.events
+                    )
+                    dumped = [
+                        e.content.model_dump(mode="json", exclude_none=True)
+                        for e in plain_prompt
+                        if e.content is not None
+                    ]
+                    lost, duplicated = llm.ledger.check(dumped, stored)
+                    out.plain_lost |= lost
+                    out.plain_duplicated |= duplicated
             # The final session, read by google-adk's own prompt assembly.
             adk_fastcompact.uninstall()
             final = _stored(service, app.name)
             out.final = list(final.events)
             contents = _contents._get_contents(None, final.events, agent_name="root")
             dumped = [c.model_dump(mode="json", exclude_none=True) for c in contents]
-            out.plain_lost, out.plain_duplicated = llm.ledger.check(dumped, stored)
+            lost, duplicated = llm.ledger.check(dumped, stored)
+            out.plain_lost |= lost
+            out.plain_duplicated |= duplicated
             compaction_events = [e for e in final.events if e.actions and e.actions.compaction]
             out.compactions = len(compaction_events)
             out.records = sum(
@@ -246,3 +265,52 @@ def test_overlapping_invocations_lose_nothing() -> None:
     assert exact.records == exact.compactions > 0
     plain = run(config, messages, mode=None, **timing)
     assert plain.lost
+
+
+def _stored_inside_earlier_interval(events: list[Event]) -> list[Event]:
+    """The events stored after a compaction and stamped inside the interval
+    its summary was made over (its record's, or its bounds'): the ones plain
+    google-adk hid when exact mode wrote that interval as the bounds."""
+    out = []
+    for pos, event in enumerate(events):
+        for compaction_event in events[:pos]:
+            compaction = compaction_event.actions.compaction if compaction_event.actions else None
+            if compaction is None or event.actions.compaction is not None:
+                continue
+            record = _exact.read_record(compaction_event) or {}
+            start = record.get("start", compaction.start_timestamp)
+            end = record.get("end", compaction.end_timestamp)
+            if start <= event.timestamp <= end:
+                out.append(event)
+                break
+    return out
+
+
+def test_a_question_in_the_tick_of_the_last_summarized_event_is_not_hidden() -> None:
+    # A coarse clock (a tick every 12 readings, as Windows' ~15 ms
+    # time.time() is to a fast turn): the next question is often stamped in
+    # the very tick of the last event a sliding-window summary was made
+    # over, and is stored after that summary. google-adk reads the bounds
+    # as `start <= ts <= end`, so bounds that end at that stamp hide it.
+    config = EventsCompactionConfig(compaction_interval=2, overlap_size=0)
+    exact = run(config, chat(30), mode="exact", ties=12)
+    assert _stored_inside_earlier_interval(exact.final), "the clock tie did not happen"
+    assert_exact(exact)
+
+
+def test_a_reply_of_an_invocation_under_way_is_not_hidden() -> None:
+    # Invocation A's model call is slow; B runs, ends and compacts
+    # meanwhile, its window holding A's question. A's reply is stamped when
+    # A's call began (before B's events) and stored after B's compaction.
+    config = EventsCompactionConfig(compaction_interval=2, overlap_size=0)
+    messages: list[str | tuple[str, ...]] = [
+        (f"<<u{k}>> answer slowly", f"<<u{k + 1}>> second") for k in range(1, 12, 2)
+    ]
+    exact = run(config, messages, mode="exact", slow_delay=0.05)
+    late = _stored_inside_earlier_interval(exact.final)
+    assert any("slowly" not in json.dumps(e.content.model_dump(mode="json")) for e in late), (
+        "no reply of a slow invocation was stored after a compaction spanning its stamp"
+    )
+    assert exact.lost == set()
+    assert exact.plain_lost == set()
+    assert exact.records == exact.compactions > 0

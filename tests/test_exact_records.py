@@ -10,6 +10,7 @@ compaction read as its interval, never a crash.
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -263,19 +264,19 @@ def test_exact_answers_are_reused_only_for_the_very_same_events() -> None:
     # read.
     scoped, handed, _, _, _, handle = window
     assert handle is not None
-    by_handle = _native.exact_record(scoped, handed, [], [], handle)
-    assert by_handle == _native.exact_record(scoped, handed, [], [])
-    assert by_handle == _native.exact_record(list(scoped), handed, [], [], handle)
+    by_handle = _native.exact_record(scoped, handed, [], [], math.inf, handle)
+    assert by_handle == _native.exact_record(scoped, handed, [], [], math.inf)
+    assert by_handle == _native.exact_record(list(scoped), handed, [], [], math.inf, handle)
     # Kept with the handle for the same positions: written again alike; a
     # foreign event or other positions are worked out anew, never the kept one.
-    assert _native.exact_record(scoped, handed, [], [], handle) == by_handle
+    assert _native.exact_record(scoped, handed, [], [], math.inf, handle) == by_handle
     foreign = [("inv-other", scoped[handed[-1]].timestamp)]
-    with_foreign = _native.exact_record(scoped, handed, [], foreign, handle)
-    assert with_foreign == _native.exact_record(scoped, handed, [], foreign)
+    with_foreign = _native.exact_record(scoped, handed, [], foreign, math.inf, handle)
+    assert with_foreign == _native.exact_record(scoped, handed, [], foreign, math.inf)
     assert with_foreign != by_handle
-    shorter = _native.exact_record(scoped, handed[:1], [], [], handle)
-    assert shorter == _native.exact_record(scoped, handed[:1], [], [])
-    assert _native.exact_record(scoped, handed, [], [], handle) == by_handle
+    shorter = _native.exact_record(scoped, handed[:1], [], [], math.inf, handle)
+    assert shorter == _native.exact_record(scoped, handed[:1], [], [], math.inf)
+    assert _native.exact_record(scoped, handed, [], [], math.inf, handle) == by_handle
     # Asked otherwise, it is computed again.
     _native.exact_sliding_window(events, 2, 0)
     assert _stats("exact_reused") == before + 1
@@ -289,7 +290,11 @@ def test_a_sliding_selection_extends_the_last_coverage_over_raw_events_only() ->
         out = _native.exact_sliding_window(events, 2, 1)
         assert out is not None
         scoped, handed, covered, since, problems, handle = out
-        record = None if handle is None else _native.exact_record(scoped, handed, [], [], handle)
+        record = (
+            None
+            if handle is None
+            else _native.exact_record(scoped, handed, [], [], math.inf, handle)
+        )
         return [id(e) for e in scoped], handed, covered, since, problems, record
 
     def fresh(events: list[Event]) -> Any:

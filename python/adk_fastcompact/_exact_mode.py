@@ -38,7 +38,7 @@ from google.adk.sessions.base_session_service import GetSessionConfig
 from google.adk.sessions.in_memory_session_service import InMemorySessionService
 from google.genai.types import Content
 
-from . import _compaction, _exact, _native, _reference, _summaries
+from . import _compaction, _exact, _native, _reference, _summaries, _underway
 from ._compaction import _is_int
 
 logger = logging.getLogger("adk_fastcompact")
@@ -177,7 +177,9 @@ async def _recorded(
     invocation's copy lacks (appended by another invocation while the
     summarizer ran) are named as holes, and a compaction another invocation
     wrote meanwhile in the same scope makes this one redundant or
-    conflicting, so it is dropped (the next turn selects again).
+    conflicting, so it is dropped (the next turn selects again). The plain
+    bounds end below the earliest stamp an event stored later can carry
+    (`_underway.ceiling`).
     """
     compaction = compaction_event.actions.compaction if compaction_event.actions else None
     if compaction is None or compaction.compacted_content is None:
@@ -198,7 +200,10 @@ async def _recorded(
             )
             return None
         foreign.append((event.invocation_id or "", event.timestamp))
-    written = _native.exact_record(events, list(handed), list(seeds), foreign, selection)
+    # Read after the store: an event stored from here on is made now or
+    # later, or by an invocation under way (its start bounds its stamps).
+    ceiling = _underway.ceiling(session)
+    written = _native.exact_record(events, list(handed), list(seeds), foreign, ceiling, selection)
     if written is None:
         return None
     record, plain_start, plain_end = written

@@ -243,6 +243,7 @@ def exact_record(
     handed: list[int],
     seeds: list[int],
     foreign: list[tuple[str, float]],
+    ceiling: float,
     selection: ExactSelection | None = None,
 ) -> tuple[dict[str, Any], float, float] | None:
     """The coverage record of a compaction about to be appended to `events`.
@@ -253,6 +254,11 @@ def exact_record(
       seeds: Positions of the compaction events whose summaries seeded it.
       foreign: `(invocation_id, timestamp)` of events the store holds that
         `events` lacks (appended by another invocation).
+      ceiling: The earliest timestamp an event stored after the compaction
+        can carry (the caller's clock reading, and the start of every other
+        invocation of the session still under way); the plain bounds end
+        strictly below it (`math.inf`: no limit; NaN: bounds that cover
+        nothing).
       selection: The handle the selection returned with `events`: when
         `events` is that very list unchanged, the session is not read again.
 

@@ -270,6 +270,10 @@ def install(mode: str = "parity", *, strict: bool = False) -> bool:
             originals[id(orig)] = (orig, replacement(name, mode))
         _patched.extend(rebind(originals))
         _hook_session_copies()
+        if mode == "exact":
+            from . import _underway
+
+            _undo.append(_underway.hook())
         _mode = mode
     return True
 

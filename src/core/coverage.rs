@@ -424,39 +424,44 @@ pub struct Written {
     /// Positions of the raw events inside the interval, stored before the
     /// compaction, that the summary does not stand in for.
     pub holes: Vec<usize>,
-    /// The bounds for the `EventCompaction` ([`super::exact::plain_bounds`]),
-    /// `None` when no bounds can hide anything safely.
-    pub plain: Option<(f64, f64)>,
+}
+
+impl Written {
+    /// The bounds for the compaction's `EventCompaction`
+    /// ([`super::exact::plain_bounds`]), `None` when no bounds can hide
+    /// anything safely. `foreign` are the timestamps of events of the store
+    /// that `events` lacks (appended by another invocation; those inside the
+    /// interval are holes too); `ceiling` the earliest timestamp an event
+    /// stored after the compaction can carry: the writer's clock reading
+    /// when it writes the record (every event made from then on is stamped
+    /// at or after it) and the start of every other invocation of the
+    /// session still under way (its events not yet stored were made since).
+    pub fn plain(&self, events: &[EventView], foreign: &[f64], ceiling: f64) -> Option<(f64, f64)> {
+        let inside: Vec<f64> = foreign
+            .iter()
+            .copied()
+            .filter(|&t| self.start <= t && t <= self.end)
+            .collect();
+        super::exact::plain_bounds(events, self.start, self.end, &self.holes, &inside, ceiling)
+    }
 }
 
 /// The record of a compaction about to be appended to `events`, made from
 /// the events handed to the summarizer (`handed`, positions; covered ones
 /// included) and the compaction events whose summaries seeded it (`seeds`),
-/// decided by position, never by key. `foreign` are the timestamps of events
-/// of the store that `events` lacks (appended by another invocation), which
-/// the caller names as holes too. `None` when nothing handed has a finite
-/// timestamp.
+/// decided by position, never by key. Events of the store that `events`
+/// lacks (appended by another invocation) are named as holes by the caller;
+/// they and the clock bound its plain bounds ([`Written::plain`]). `None`
+/// when nothing handed has a finite timestamp.
 pub fn write(
     events: &[EventView],
     cov: &Coverage,
     handed: &[usize],
     seeds: &[usize],
-    foreign: &[f64],
 ) -> Option<Written> {
     let (start, end) = span(events, cov, handed, seeds)?;
     let holes = holes_of(events, cov, start, end, handed, seeds);
-    let inside: Vec<f64> = foreign
-        .iter()
-        .copied()
-        .filter(|&t| start <= t && t <= end)
-        .collect();
-    let plain = super::exact::plain_bounds(events, start, end, &holes, &inside);
-    Some(Written {
-        start,
-        end,
-        holes,
-        plain,
-    })
+    Some(Written { start, end, holes })
 }
 
 #[cfg(test)]
@@ -613,7 +618,7 @@ mod tests {
             (plan.window.clone(), plan.seeds.clone()),
             (vec![3], vec![seed])
         );
-        let w = write(&s.events, &cov, &plan.window, &plan.seeds, &[]).unwrap();
+        let w = write(&s.events, &cov, &plan.window, &plan.seeds).unwrap();
         assert_eq!(w.holes, vec![tied]);
         let at = s.compaction(6.0, w.start, w.end);
         let hole = Hole {

@@ -309,11 +309,13 @@ pub fn holes(
 
 /// The bounds to write into the `EventCompaction` of a compaction over
 /// `[start, end]` with `holes`, so that a reader of the bare interval hides
-/// no hole: the run of summarized raw events (inside the interval, not
-/// holes) strictly between two consecutive hole timestamps that holds the
-/// most of them, from its first to its last timestamp. Without holes, the
-/// interval itself. `None` when every summarized event ties with a hole
-/// (the caller writes bounds that cover nothing).
+/// no event the summary does not stand for, whether stored before the
+/// compaction or after it: the run of summarized raw events (inside the
+/// interval, not holes) strictly between two consecutive hole timestamps
+/// that holds the most of them, from its first to its last timestamp,
+/// among the timestamps strictly below every limit. Without holes, limits
+/// or a limit inside the interval, the interval itself. `None` when no
+/// summarized event is left (the caller writes bounds that cover nothing).
 ///
 /// `foreign` are the timestamps of holes that are not in `events`: events
 /// of other invocations found in the store when the record was written. An
@@ -321,17 +323,25 @@ pub fn holes(
 /// stored one (an event is stamped when it is made, not when it is
 /// stored), so only runs that end before the earliest foreign hole are
 /// taken.
+///
+/// `ceiling` is the earliest timestamp an event stored after the compaction
+/// can carry (the writer's clock reading, and the start of every other
+/// invocation still under way; see [`super::coverage::write`]): the bounds
+/// end strictly below it, so an event stamped in the very clock tick of the
+/// last summarized one, or made earlier by an invocation still under way,
+/// is never inside them. `f64::INFINITY` sets no limit.
 pub fn plain_bounds(
     events: &[EventView],
     start: f64,
     end: f64,
     holes: &[usize],
     foreign: &[f64],
+    ceiling: f64,
 ) -> Option<(f64, f64)> {
-    if holes.is_empty() && foreign.is_empty() {
+    if holes.is_empty() && foreign.is_empty() && end < ceiling {
         return Some((start, end));
     }
-    let limit = foreign.iter().copied().fold(f64::INFINITY, f64::min);
+    let limit = foreign.iter().copied().fold(ceiling, f64::min);
     let future = Extent::new(events.len(), start, end, Vec::new());
     let mut cuts: Vec<f64> = holes.iter().map(|&p| events[p].timestamp).collect();
     cuts.extend_from_slice(foreign);
@@ -452,7 +462,10 @@ mod tests {
         let handed = [true, false, false, false];
         let h = holes(&events, &[], 1.0, 2.0, &handed);
         assert_eq!(h, vec![1, 2]);
-        assert_eq!(plain_bounds(&events, 1.0, 2.0, &h, &[]), Some((1.0, 1.0)));
+        assert_eq!(
+            plain_bounds(&events, 1.0, 2.0, &h, &[], f64::INFINITY),
+            Some((1.0, 1.0))
+        );
     }
 
     #[test]
@@ -516,18 +529,58 @@ mod tests {
             raw(4.0, 1),
             raw(5.0, 1),
         ];
-        assert_eq!(plain_bounds(&events, 1.0, 5.0, &[1], &[]), Some((3.0, 5.0)));
+        assert_eq!(
+            plain_bounds(&events, 1.0, 5.0, &[1], &[], f64::INFINITY),
+            Some((3.0, 5.0))
+        );
         // A foreign hole (an invocation under way) at 2.5: its later events
         // may be stamped anywhere after it, so only the run before it is
         // plain-safe.
         assert_eq!(
-            plain_bounds(&events, 1.0, 5.0, &[], &[2.5]),
+            plain_bounds(&events, 1.0, 5.0, &[], &[2.5], f64::INFINITY),
             Some((1.0, 2.0))
         );
-        assert_eq!(plain_bounds(&events, 1.0, 5.0, &[], &[0.5]), None);
+        assert_eq!(
+            plain_bounds(&events, 1.0, 5.0, &[], &[0.5], f64::INFINITY),
+            None
+        );
         // Every summarized event ties with a hole: nothing is plain-safe.
         let tied = [raw(1.0, 1), raw(1.0, 2)];
-        assert_eq!(plain_bounds(&tied, 1.0, 1.0, &[1], &[]), None);
+        assert_eq!(
+            plain_bounds(&tied, 1.0, 1.0, &[1], &[], f64::INFINITY),
+            None
+        );
+    }
+
+    #[test]
+    fn plain_bounds_end_below_the_ceiling() {
+        let events = [raw(1.0, 1), raw(2.0, 1), raw(3.0, 1), raw(3.0, 2)];
+        // The writer's clock reads past the last summarized stamp: the
+        // interval is safe as it is.
+        assert_eq!(
+            plain_bounds(&events, 1.0, 3.0, &[], &[], 3.5),
+            Some((1.0, 3.0))
+        );
+        // It reads the very tick of the last summarized events: the next
+        // event may carry that stamp, so the bounds step back before it
+        // (those events repeat for a plain reader; none is hidden).
+        assert_eq!(
+            plain_bounds(&events, 1.0, 3.0, &[], &[], 3.0),
+            Some((1.0, 2.0))
+        );
+        // An invocation under way since 1.5 may still store an event
+        // stamped from then on.
+        assert_eq!(
+            plain_bounds(&events, 1.0, 3.0, &[], &[], 1.5),
+            Some((1.0, 1.0))
+        );
+        // The ceiling and a hole together: the run between them.
+        assert_eq!(
+            plain_bounds(&events, 1.0, 3.0, &[0], &[], 3.0),
+            Some((2.0, 2.0))
+        );
+        // Nothing summarized below it: bounds that cover nothing.
+        assert_eq!(plain_bounds(&events, 1.0, 3.0, &[], &[], 1.0), None);
     }
 
     #[test]
@@ -647,7 +700,9 @@ mod tests {
                 bounds in (0u8..12, 0u8..6),
                 handed_bits in prop::collection::vec(any::<bool>(), 40),
                 seed_pick in any::<prop::sample::Index>(),
+                ceiling in prop::option::of(0u8..14),
             ) {
+                let ceiling = ceiling.map_or(f64::INFINITY, f64::from);
                 let (lo, width) = bounds;
                 let (start, end) = (f64::from(lo), f64::from(lo) + f64::from(width));
                 let mut handed: Vec<bool> = (0..events.len()).map(|k| handed_bits[k]).collect();
@@ -686,9 +741,10 @@ mod tests {
                             && events[q].timestamp == e.timestamp));
                     }
                 }
-                // A reader of the plain bounds hides nothing unsummarized.
-                if let Some((a, b)) = plain_bounds(&events, start, end, &h, &[]) {
-                    prop_assert!(start <= a && a <= b && b <= end);
+                // A reader of the plain bounds hides nothing unsummarized,
+                // and no event stamped from the ceiling on.
+                if let Some((a, b)) = plain_bounds(&events, start, end, &h, &[], ceiling) {
+                    prop_assert!(start <= a && a <= b && b <= end && b < ceiling);
                     let plain = Extent::new(events.len(), a, b, Vec::new());
                     for (pos, e) in events.iter().enumerate() {
                         if plain.covers(pos, e) {
@@ -696,7 +752,17 @@ mod tests {
                         }
                     }
                 } else {
-                    prop_assert!(!h.is_empty());
+                    // Nothing summarized is plain-safe: each ties with a
+                    // hole or is stamped from the ceiling on.
+                    let summarized_below = events.iter().enumerate().any(|(pos, e)| {
+                        e.compaction.is_none()
+                            && start <= e.timestamp
+                            && e.timestamp <= end
+                            && e.timestamp < ceiling
+                            && !h.iter().any(|&q| events[q].timestamp == e.timestamp)
+                            && !h.contains(&pos)
+                    });
+                    prop_assert!(!summarized_below);
                 }
             }
 

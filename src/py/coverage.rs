@@ -632,18 +632,22 @@ pub fn exact_token_threshold<'py>(
 /// The coverage record of a compaction about to be appended to `events`:
 /// `handed` and `seeds` are positions in `events` (what the summarizer was
 /// given), `foreign` the `(invocation_id, timestamp)` of events the store
-/// holds and `events` lacks. Returns `(record, plain_start, plain_end)`:
+/// holds and `events` lacks, `ceiling` the earliest timestamp an event
+/// stored after the compaction can carry (the caller's clock reading and
+/// the start of every other invocation of the session under way): the
+/// plain bounds end strictly below it. Returns `(record, plain_start, plain_end)`:
 /// the record to store and the bounds for its `EventCompaction` (inverted,
 /// covering nothing, where no bounds are safe for a plain reader); `None`
 /// when nothing handed has a finite timestamp. Raises `ValueError` on a
 /// position out of range.
 #[pyfunction]
-#[pyo3(signature = (events, handed, seeds, foreign, selection = None))]
+#[pyo3(signature = (events, handed, seeds, foreign, ceiling, selection = None))]
 pub fn exact_record<'py>(
     events: &Bound<'py, PyAny>,
     handed: Vec<usize>,
     seeds: Vec<usize>,
     foreign: Vec<(String, f64)>,
+    ceiling: f64,
     selection: Option<&Bound<'py, ExactSelection>>,
 ) -> PyResult<Option<(Bound<'py, PyAny>, f64, f64)>> {
     let py = events.py();
@@ -657,6 +661,7 @@ pub fn exact_record<'py>(
             handed,
             seeds,
             foreign,
+            ceiling,
             Some(&record.written),
         );
     }
@@ -678,14 +683,16 @@ pub fn exact_record<'py>(
         handed,
         seeds,
         foreign,
+        ceiling,
         None,
     )
 }
 
 /// [`exact_record`] over `views` (the list's, `object(p)` its items) and
 /// their coverage. `memo` keeps, for a handed-out list, the last record
-/// written with no foreign event, so the same positions asked again (the
-/// same compaction retried over the same list) are not worked out again.
+/// written (its interval and holes, which neither the foreign events nor the
+/// ceiling change), so the same positions asked again (the same compaction
+/// retried over the same list) are not worked out again.
 #[allow(clippy::too_many_arguments)]
 fn write_record<'py>(
     py: Python<'py>,
@@ -695,6 +702,7 @@ fn write_record<'py>(
     handed: Vec<usize>,
     seeds: Vec<usize>,
     foreign: Vec<(String, f64)>,
+    ceiling: f64,
     memo: Option<&std::sync::Mutex<Option<WrittenOver>>>,
 ) -> PyResult<Option<(Bound<'py, PyAny>, f64, f64)>> {
     if let Some(&bad) = handed.iter().chain(&seeds).find(|&&p| p >= views.len()) {
@@ -703,7 +711,6 @@ fn write_record<'py>(
             views.len()
         )));
     }
-    let memo = memo.filter(|_| foreign.is_empty());
     let known = memo.and_then(|m| {
         let held = m.lock().ok()?;
         let (h, s, w) = held.as_ref()?;
@@ -712,8 +719,7 @@ fn write_record<'py>(
     let written = match known {
         Some(w) => w,
         None => {
-            let foreign_ts: Vec<f64> = foreign.iter().map(|(_, t)| *t).collect();
-            let w = coverage::write(views, cov, &handed, &seeds, &foreign_ts);
+            let w = coverage::write(views, cov, &handed, &seeds);
             if let Some(Ok(mut held)) = memo.map(|m| m.lock()) {
                 *held = Some((handed.clone(), seeds.clone(), w.clone()));
             }
@@ -739,7 +745,10 @@ fn write_record<'py>(
             keys.extend(Key::of(invocation, *t));
         }
     }
-    let (plain_start, plain_end) = w.plain.unwrap_or_else(|| nothing_between(w.start, w.end));
+    let foreign_ts: Vec<f64> = foreign.iter().map(|(_, t)| *t).collect();
+    let (plain_start, plain_end) = w
+        .plain(views, &foreign_ts, ceiling)
+        .unwrap_or_else(|| nothing_between(w.start, w.end));
     let record = Record::new(w.start, w.end, keys, (plain_start, plain_end))?;
     let dict = super::exact::to_python(py, &record)?;
     Ok(Some((dict, plain_start, plain_end)))

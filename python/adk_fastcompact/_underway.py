@@ -1,0 +1,123 @@
+"""The invocations under way in this process, per session (exact mode).
+
+An event is stamped when it is made, not when it is stored: a model reply
+carries the time its call began, and is stored when the call ends. So an
+event stored after a compaction can be stamped before it when the
+invocation that made it was still under way while the compaction was
+written. Exact mode writes `EventCompaction` bounds that end strictly below
+the earliest timestamp such an event can carry (`ceiling`), so that plain
+google-adk, which hides every raw event stamped inside them, hides none of
+those (docs/exact-mode.md, "How plain google-adk reads a session written in
+exact mode").
+
+`install(mode="exact")` wraps `Runner.run_async` (`hook`): each call is an
+invocation of one session (`app_name`, `user_id`, `session_id`), entered
+here with the clock reading at its start (every event it makes is stamped
+at or after it) and left when the call's generator finishes, fails or is
+closed. While the invocation's own code runs (and in the tasks it starts),
+`_current` names its entry, so a compaction it makes does not count itself.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import AsyncGenerator, Callable
+from contextvars import ContextVar
+from typing import Any
+
+from google.adk.platform import time as platform_time
+
+
+class _Entry:
+    """One invocation under way: its session's key and its start."""
+
+    __slots__ = ("key", "start")
+
+    def __init__(self, key: tuple[Any, Any, Any], start: float) -> None:
+        self.key = key
+        self.start = start
+
+
+_lock = threading.Lock()
+_running: dict[tuple[Any, Any, Any], list[_Entry]] = {}
+_current: ContextVar[_Entry | None] = ContextVar("adk_fastcompact_invocation", default=None)
+
+
+def _begin(key: tuple[Any, Any, Any]) -> _Entry:
+    entry = _Entry(key, platform_time.get_time())
+    with _lock:
+        _running.setdefault(key, []).append(entry)
+    return entry
+
+
+def _end(entry: _Entry) -> None:
+    with _lock:
+        entries = _running.get(entry.key, [])
+        if entry in entries:
+            entries.remove(entry)
+        if not entries:
+            _running.pop(entry.key, None)
+
+
+def ceiling(session: Any) -> float:
+    """The earliest timestamp an event of `session` stored from now on can
+    carry: the clock's reading now (google-adk's own clock, which stamps
+    events), or the start of another invocation of the session still under
+    way, whichever is earlier. The calling invocation's own events are made
+    from now on, so it does not count (its entry is `_current`)."""
+    now = platform_time.get_time()
+    own = _current.get()
+    key = (session.app_name, session.user_id, session.id)
+    with _lock:
+        starts = [e.start for e in _running.get(key, ()) if e is not own]
+    return min(now, *starts) if starts else now
+
+
+def running() -> int:
+    """How many invocations are under way (for tests and diagnostics)."""
+    with _lock:
+        return sum(len(entries) for entries in _running.values())
+
+
+def hook() -> Callable[[], None]:
+    """Wraps `Runner.run_async` so that each call is entered as an
+    invocation under way for as long as its generator runs; returns what
+    undoes it."""
+    from google.adk.runners import Runner
+
+    original = Runner.__dict__["run_async"]
+
+    @functools.wraps(original)
+    async def run_async(self: Any, *args: Any, **kwargs: Any) -> AsyncGenerator[Any, None]:
+        entry = _begin(
+            (getattr(self, "app_name", None), kwargs.get("user_id"), kwargs.get("session_id"))
+        )
+        inner = original(self, *args, **kwargs)
+        try:
+            while True:
+                token = _current.set(entry)
+                try:
+                    event = await inner.__anext__()
+                except StopAsyncIteration:
+                    return
+                finally:
+                    _current.reset(token)
+                yield event
+        finally:
+            # Closing it early runs its remaining code (google-adk's
+            # post-invocation compaction among it) as this invocation's.
+            token = _current.set(entry)
+            try:
+                await inner.aclose()
+            finally:
+                _current.reset(token)
+                _end(entry)
+
+    Runner.run_async = run_async  # type: ignore[method-assign]
+
+    def undo() -> None:
+        if Runner.__dict__.get("run_async") is run_async:
+            Runner.run_async = original  # type: ignore[method-assign]
+
+    return undo
