@@ -169,6 +169,7 @@ async def _recorded(
     since: float,
     scope: str | None,
     selection: Any,
+    branched: bool = False,
 ) -> Event | None:
     """`compaction_event` with its coverage record and plain-safe bounds, or
     None when it must not be appended.
@@ -179,7 +180,8 @@ async def _recorded(
     wrote meanwhile in the same scope makes this one redundant or
     conflicting, so it is dropped (the next turn selects again). The plain
     bounds end below the earliest stamp an event stored later can carry
-    (`_underway.ceiling`).
+    (`_underway.ceiling`; the calling invocation counts when it compacts
+    from a branch, whose siblings may run side by side).
     """
     compaction = compaction_event.actions.compaction if compaction_event.actions else None
     if compaction is None or compaction.compacted_content is None:
@@ -202,7 +204,7 @@ async def _recorded(
         foreign.append((event.invocation_id or "", event.timestamp))
     # Read after the store: an event stored from here on is made now or
     # later, or by an invocation under way (its start bounds its stamps).
-    ceiling = _underway.ceiling(session)
+    ceiling = _underway.ceiling(session, own=branched)
     written = _native.exact_record(events, list(handed), list(seeds), foreign, ceiling, selection)
     if written is None:
         return None
@@ -411,6 +413,8 @@ async def run_compaction_for_token_threshold_config(
         since=since,
         scope=isolation_scope,
         selection=handle,
+        # Mid-invocation: a branch's siblings may be under way beside it.
+        branched=current_branch is not None,
     )
     if recorded is None:
         return False

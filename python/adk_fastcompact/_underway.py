@@ -60,17 +60,19 @@ def _end(entry: _Entry) -> None:
             _running.pop(entry.key, None)
 
 
-def ceiling(session: Any) -> float:
+def ceiling(session: Any, *, own: bool = False) -> float:
     """The earliest timestamp an event of `session` stored from now on can
     carry: the clock's reading now (google-adk's own clock, which stamps
     events), or the start of another invocation of the session still under
-    way, whichever is earlier. The calling invocation's own events are made
-    from now on, so it does not count (its entry is `_current`)."""
+    way, whichever is earlier. The calling invocation (its entry is
+    `_current`) counts only with `own`: its code after this call makes its
+    events from now on, unless it runs branches side by side (a reply is
+    stamped when its call began)."""
     now = platform_time.get_time()
-    own = _current.get()
+    mine = None if own else _current.get()
     key = (session.app_name, session.user_id, session.id)
     with _lock:
-        starts = [e.start for e in _running.get(key, ()) if e is not own]
+        starts = [e.start for e in _running.get(key, ()) if e is not mine]
     return min(now, *starts) if starts else now
 
 
