@@ -314,3 +314,61 @@ def test_a_reply_of_an_invocation_under_way_is_not_hidden() -> None:
     assert exact.lost == set()
     assert exact.plain_lost == set()
     assert exact.records == exact.compactions > 0
+
+
+def test_exact_mode_knows_the_invocations_under_way() -> None:
+    # install(mode="exact") wraps Runner.run_async so that a compaction knows
+    # which other invocations of its session are under way; each leaves
+    # when its generator finishes, fails or is closed early, and
+    # uninstall() puts google-adk's method back.
+    from adk_fastcompact import _underway
+
+    original = Runner.__dict__["run_async"]
+    adk_fastcompact.uninstall()
+    assert adk_fastcompact.install(mode="exact") is True
+    try:
+        assert Runner.__dict__["run_async"] is not original
+        llm = TaggingLlm(model="root", slow_delay=0.05)
+        app = App(name="exact", root_agent=LlmAgent(name="root", model=llm, instruction="Answer."))
+
+        def message(text: str) -> types.Content:
+            return types.Content(role="user", parts=[types.Part(text=text)])
+
+        async def main() -> tuple[int, int, int, int]:
+            service = InMemorySessionService()
+            await service.create_session(app_name=app.name, user_id=USER, session_id=SESSION)
+            runner = Runner(app=app, session_service=service)
+
+            async def one(text: str) -> None:
+                async for _ in runner.run_async(
+                    user_id=USER, session_id=SESSION, new_message=message(text)
+                ):
+                    pass
+
+            task = asyncio.ensure_future(one("<<u1>> answer slowly"))
+            await asyncio.sleep(0.02)
+            during = _underway.running()
+            await task
+            after = _underway.running()
+            # Closed after its first event.
+            events = runner.run_async(
+                user_id=USER, session_id=SESSION, new_message=message("<<u2>> hi")
+            )
+            await events.__anext__()
+            opened = _underway.running()
+            await events.aclose()
+            # Failed: no such session.
+            with pytest.raises(Exception, match="not found"):
+                async for _ in runner.run_async(
+                    user_id=USER, session_id="missing", new_message=message("<<u3>> hi")
+                ):
+                    pass
+            return during, after, opened, _underway.running()
+
+        with warnings.catch_warnings():
+            for category, text in EXPECTED_WARNINGS:
+                warnings.filterwarnings("ignore", message=text, category=category)
+            assert asyncio.run(main()) == (1, 0, 1, 0)
+    finally:
+        adk_fastcompact.uninstall()
+    assert Runner.__dict__["run_async"] is original
