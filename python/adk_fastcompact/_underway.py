@@ -26,8 +26,6 @@ from collections.abc import AsyncGenerator, Callable
 from contextvars import ContextVar
 from typing import Any
 
-from google.adk.platform import time as platform_time
-
 
 class _Entry:
     """One invocation under way: its session's key and its start."""
@@ -44,8 +42,16 @@ _running: dict[tuple[Any, Any, Any], list[_Entry]] = {}
 _current: ContextVar[_Entry | None] = ContextVar("adk_fastcompact_invocation", default=None)
 
 
+def _clock() -> float:
+    # google-adk's clock (exact mode's family has it; the bench imports
+    # this module on every family).
+    from google.adk.platform import time as platform_time
+
+    return platform_time.get_time()
+
+
 def _begin(key: tuple[Any, Any, Any]) -> _Entry:
-    entry = _Entry(key, platform_time.get_time())
+    entry = _Entry(key, _clock())
     with _lock:
         _running.setdefault(key, []).append(entry)
     return entry
@@ -68,7 +74,7 @@ def ceiling(session: Any, *, own: bool = False) -> float:
     `_current`) counts only with `own`: its code after this call makes its
     events from now on, unless it runs branches side by side (a reply is
     stamped when its call began)."""
-    now = platform_time.get_time()
+    now = _clock()
     mine = None if own else _current.get()
     key = (session.app_name, session.user_id, session.id)
     with _lock:
