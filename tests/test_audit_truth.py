@@ -287,9 +287,20 @@ def test_overlapping_invocations(tmp_path: Path) -> None:
 
 # -- tied timestamps, both strategies ---------------------------------------------------
 
-TIED = {
-    "sliding_window": {"compaction_interval": 2, "overlap_size": 1},
-    "token_threshold": {"token_threshold": 300, "event_retention_size": 1},
+#: Settings, and how many clock readings share a tick: both strategies
+#: configured (the sliding window and tail retention take turns), and tail
+#: retention alone.
+TIED: dict[str, tuple[dict[str, int], int]] = {
+    "both": (
+        {
+            "compaction_interval": 2,
+            "overlap_size": 1,
+            "token_threshold": 300,
+            "event_retention_size": 1,
+        },
+        2,
+    ),
+    "token_threshold": ({"token_threshold": 200, "event_retention_size": 2}, 3),
 }
 
 
@@ -308,10 +319,13 @@ async def tied_chat(runner: Runner, service: BaseSessionService) -> None:
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("trigger", list(TIED))
 def test_tied_timestamps(tmp_path: Path, kind: str, trigger: str) -> None:
-    app = tied_app(TIED[trigger], f"tied-{trigger}")
-    written = write(kind, tmp_path, app, tied_chat, clock=stepped_clock(0.25, 2))
+    settings, ties = TIED[trigger]
+    app = tied_app(settings, f"tied-{trigger}")
+    written = write(kind, tmp_path, app, tied_chat, clock=stepped_clock(0.25, ties))
     assert written.truth.hidden, "the scenario no longer hides anything"
-    assert_truth(written, TIED[trigger])
+    report = assert_truth(written, settings)
+    causes = {e["cause"] for e in report["sessions"][0]["hidden"]}
+    assert causes == {"tied_timestamp"}, causes
 
 
 # -- rewinds ----------------------------------------------------------------------------

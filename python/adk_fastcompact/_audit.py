@@ -88,7 +88,6 @@ if TYPE_CHECKING:
 CAUSES = (
     "tied_timestamp",
     "out_of_order_timestamp",
-    "other_isolation_scope",
     "appended_while_summarizing",
     "malformed_record",
     "unknown",
@@ -243,6 +242,10 @@ class SessionReport:
     compactions: list[dict[str, Any]] = field(default_factory=list)
     hidden: list[dict[str, Any]] = field(default_factory=list)
     duplicated: list[dict[str, Any]] = field(default_factory=list)
+    #: Events the store cannot decide about (a surviving summary's maker
+    #: unknown, its plausible readings disagree on them): what each could
+    #: be (`could_be`: hidden or duplicated) and why (`reason`).
+    undecidable: list[dict[str, Any]] = field(default_factory=list)
     #: Compaction due yet selecting nothing (a pending call blocks it):
     #: `trigger`, `backlog`, `backlog_invocations`, `prompt_then`.
     stalled: dict[str, Any] | None = None
@@ -267,6 +270,7 @@ class SessionReport:
         out["compactions"] = self.compactions
         out["hidden"] = self.hidden
         out["duplicated"] = self.duplicated
+        out["undecidable"] = self.undecidable
         out["stalled"] = self.stalled
         if self.prompt_error is not None:
             out["prompt_error"] = self.prompt_error
@@ -312,6 +316,9 @@ class AuditReport:
     def duplicated_count(self) -> int:
         return sum(len(s.duplicated) for s in self.sessions)
 
+    def undecidable_count(self) -> int:
+        return sum(len(s.undecidable) for s in self.sessions)
+
     def records(self) -> Counter[str]:
         return Counter(str(c["record"]) for s in self.sessions for c in s.compactions)
 
@@ -330,6 +337,7 @@ class AuditReport:
             "hidden": sum(hidden.values()),
             "hidden_by_cause": {cause: hidden[cause] for cause in sorted(hidden)},
             "duplicated": self.duplicated_count(),
+            "undecidable": self.undecidable_count(),
             "compactions": sum(len(s.compactions) for s in self.sessions),
             "compactions_not_replayed": self.not_replayed(),
             "records": dict(sorted(self.records().items())),
@@ -444,6 +452,23 @@ def _session_report(session: StoredSession, result: dict[str, Any]) -> SessionRe
         report.duplicated.append(
             {
                 **_event(session, int(duplicated["position"])),
+                "compaction": where,
+                "compaction_id": compaction_id(where),
+            }
+        )
+    for undecided in result.get("undecidable", []):
+        where = undecided["compaction"]
+        could_be = str(undecided["could_be"])
+        report.undecidable.append(
+            {
+                **_event(session, int(undecided["position"])),
+                "could_be": could_be,
+                "reason": (
+                    f"the maker of compaction {compaction_id(where)} is unknown and its"
+                    f" {undecided['readings']} plausible readings disagree on whether it"
+                    f" was handed this event ({could_be} where it was "
+                    f"{'not ' if could_be == 'hidden' else ''}handed)"
+                ),
                 "compaction": where,
                 "compaction_id": compaction_id(where),
             }
@@ -665,7 +690,8 @@ def summary_table(report: AuditReport) -> RenderableType:
     table.add_row("events hidden", f"{summary['hidden']:,}")
     for cause, count in summary["hidden_by_cause"].items():
         table.add_row(f"  {cause.replace('_', ' ')}", f"{count:,}")
-    table.add_row("events duplicated", f"{summary['duplicated']:,}", end_section=True)
+    table.add_row("events duplicated", f"{summary['duplicated']:,}")
+    table.add_row("events undecidable", f"{summary['undecidable']:,}", end_section=True)
     table.add_row("compactions stored", f"{summary['compactions']:,}")
     for record, count in summary["records"].items():
         table.add_row(f"  {record} records", f"{count:,}")
@@ -689,6 +715,10 @@ def events_table(report: AuditReport, limit: int) -> tuple[RenderableType | None
         (session, event, "duplicated")
         for session in report.affected
         for event in session.duplicated
+    ] + [
+        (session, event, f"undecidable: {event['could_be']}?")
+        for session in report.sessions
+        for event in session.undecidable
     ]
     if not rows:
         return None, 0

@@ -60,6 +60,7 @@ fn run_with(
         has_parts: &parts,
         event_ids: &event_ids,
         records,
+        user: None,
     };
     audit(session, intern, order, settings)
 }
@@ -302,20 +303,26 @@ fn a_pending_call_stalls_the_sliding_window() {
 }
 
 #[test]
-fn an_event_of_another_scope_inside_the_interval_is_told_by_its_scope() {
+fn an_event_of_another_scope_is_in_its_own_scope_s_prompt() {
     // A sliding-window summary (unscoped) over 1.0-2.1; an event of an
-    // isolation scope stamped inside it, stored after it.
+    // isolation scope stamped inside it, stored after it: google-adk
+    // assembles each scope's prompt from that scope's events, so the root
+    // summary does not hide it from its own scope's prompt (nor does the
+    // root scope's prompt ever show it).
     let mut scoped = raw(1.5, 3);
     scoped.scope = Some(9);
     let events = [two_invocations(), vec![compaction(2.2, 1.0, 2.1), scoped]].concat();
     let a = run(&events, Order::Stored, sliding(2, 0));
     assert!(a.compactions[0].known);
-    assert_eq!(
-        a.hidden,
-        vec![Hidden {
-            position: 5,
-            cause: Cause::OtherIsolationScope,
-            compaction: Some(4)
-        }]
-    );
+    assert_eq!(a.hidden, vec![]);
+    assert_eq!(a.prompt_size, 1); // the root scope's: the summary
+                                  // A compaction of that scope over it hides it from its scope's prompt
+                                  // only when that compaction was not handed it.
+    let mut own = compaction(2.3, 1.4, 1.6);
+    own.scope = Some(9);
+    let events = [events, vec![own]].concat();
+    let a = run(&events, Order::Stored, sliding(2, 0));
+    assert_eq!(a.hidden.len(), 1);
+    assert_eq!(a.hidden[0].position, 5);
+    assert_eq!(a.hidden[0].compaction, Some(6));
 }
