@@ -167,9 +167,7 @@ def _shown(events: Sequence[Event], found: set[str]) -> Iterator[None]:
         _contents._present_other_agent_message = present  # type: ignore[assignment]
 
 
-def _prompt(
-    events: list[Event], scope: str | None, branch: str | None, agent: str
-) -> set[str]:
+def _prompt(events: list[Event], scope: str | None, branch: str | None, agent: str) -> set[str]:
     found: set[str] = set()
     with _shown(events, found):
         _contents._get_contents(branch, events, agent, isolation_scope=scope)
@@ -264,9 +262,7 @@ def write(
             await service.create_session(app_name=app.name, user_id=USER, session_id=SESSION)
             runner = Runner(app=app, session_service=service)
             await converse(runner, service)
-            session = await service.get_session(
-                app_name=app.name, user_id=USER, session_id=SESSION
-            )
+            session = await service.get_session(app_name=app.name, user_id=USER, session_id=SESSION)
             assert session is not None
             final.extend(session.events)
             if kind == "memory":
@@ -292,9 +288,7 @@ def config_with(settings: dict[str, int], summarizer_llm: BaseLlm) -> EventsComp
 async def send(runner: Runner, text: str | types.Content) -> None:
     """One `run_async` turn with `text` (or a whole message) from the user."""
     message = (
-        types.Content(role="user", parts=[types.Part(text=text)])
-        if isinstance(text, str)
-        else text
+        types.Content(role="user", parts=[types.Part(text=text)]) if isinstance(text, str) else text
     )
     async for _ in runner.run_async(user_id=USER, session_id=SESSION, new_message=message):
         pass

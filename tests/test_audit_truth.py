@@ -128,7 +128,9 @@ def isolation_app(name: str = "isolation") -> App:
     """A chat root that delegates a task to `worker` (its events in their
     own isolation scope, compacted by the worker's own tail retention) while
     the root scope is compacted by the sliding window around it."""
-    worker = LlmAgent(name="worker", model=TaskLlm(model="worker"), instruction="Do it.", mode="task")
+    worker = LlmAgent(
+        name="worker", model=TaskLlm(model="worker"), instruction="Do it.", mode="task"
+    )
     root = LlmAgent(
         name="root", model=TaskLlm(model="root"), instruction="Answer.", sub_agents=[worker]
     )

@@ -707,19 +707,23 @@ def events_table(report: AuditReport, limit: int) -> tuple[RenderableType | None
     """The hidden and duplicated events (the first `limit`), and how many more there are."""
     from rich.table import Table
 
-    rows = [
-        (session, event, f"hidden: {event['cause'].replace('_', ' ')}")
-        for session in report.affected
-        for event in session.hidden
-    ] + [
-        (session, event, "duplicated")
-        for session in report.affected
-        for event in session.duplicated
-    ] + [
-        (session, event, f"undecidable: {event['could_be']}?")
-        for session in report.sessions
-        for event in session.undecidable
-    ]
+    rows = (
+        [
+            (session, event, f"hidden: {event['cause'].replace('_', ' ')}")
+            for session in report.affected
+            for event in session.hidden
+        ]
+        + [
+            (session, event, "duplicated")
+            for session in report.affected
+            for event in session.duplicated
+        ]
+        + [
+            (session, event, f"undecidable: {event['could_be']}?")
+            for session in report.sessions
+            for event in session.undecidable
+        ]
+    )
     if not rows:
         return None, 0
     rows.sort(key=lambda row: (row[0].app_name, row[0].user_id, row[0].session_id))
