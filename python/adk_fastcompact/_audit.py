@@ -3,16 +3,18 @@
 google-adk's compaction records the interval `[start, end]` its summary
 stands for, and every later prompt leaves out every raw event stamped inside
 it. An event inside the interval that the summarizer was never handed (a
-timestamp tied with the window's edge, stored out of stamp order, of another
-isolation scope, appended while the summary was being written) is then in
-no prompt at all; an event handed to a summary whose interval does not
-cover it is in the prompt twice, raw and summarized. The raw events are
+timestamp tied with the window's edge, stored out of stamp order, appended
+while the summary was being written) is then in no prompt at all; an
+event handed to a summary whose interval does not cover it is in the
+prompt twice, raw and summarized. The raw events are
 still in the store, so the audit can tell.
 
 This module reads stores (read-only) and hands each session's stored JSON
 to `_native.audit_stored`, which replays google-adk's window selection with
 the parity engine at every stored compaction to learn what that summary was
-handed, and compares it with the prompt the session yields now. Nothing
+handed, and compares it with the prompt the session yields now for each
+isolation scope (an event where the store cannot decide is reported
+undecidable, not hidden). Nothing
 here builds a pydantic `Event` on the hot path: the JSON documents are
 passed as the store holds them and parsed in Rust.
 

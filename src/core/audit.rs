@@ -2,26 +2,29 @@
 //! every prompt without any summary standing for them, which it shows twice.
 //!
 //! google-adk records a compaction as an interval and hides every raw event
-//! stamped inside it; what the summary was actually handed is not stored.
+//! stamped inside it; what the summary was actually handed is not stored,
+//! nor who made it (the compaction event's invocation id is a fresh one).
 //! The audit learns it by replaying google-adk's window selection (the
 //! parity engine: [`window::sliding_window`], [`window::token_threshold_selection`])
-//! over the events stored before each compaction, loaded the way the store
-//! loads them, and keeping the selection whose first and last timestamps
-//! are the compaction's interval (google-adk's summarizer writes exactly
-//! those). Where the store's last events before the compaction do not
-//! reproduce it, shorter prefixes are tried: events stored after the
-//! selection and before the compaction were appended while the summarizer
-//! ran. A compaction written in exact mode says what it stands for itself
-//! (its interval minus its holes, events stored before it).
+//! over the copy of the session each plausible maker held (see `copies`),
+//! keeping the selections whose first and last timestamps are the
+//! compaction's interval (google-adk's summarizer writes exactly those).
+//! Where no maker's copy reproduces it, the store right before it and then
+//! shorter prefixes are tried: events stored after the selection and before
+//! the compaction were appended while the summarizer ran. Every copy that
+//! reproduces it is a reading. A compaction written in exact mode says
+//! what it stands for itself (its interval minus its holes, events stored
+//! before it).
 //!
-//! Then the prompt the session yields now (google-adk's
-//! `_process_compaction_events` over the live events, or exact mode's
-//! prompt where exact-mode records are stored) is compared with what the
-//! surviving summaries stand for:
-//! - **hidden**: a live event with parts, absent from the prompt and from
-//!   every surviving summary's input;
+//! Then the prompt the session yields now for each isolation scope
+//! (google-adk's `_process_compaction_events` over that scope's live
+//! events, or exact mode's prompt where exact-mode records are stored) is
+//! compared with what the scope's surviving summaries stand for:
+//! - **hidden**: a live event with parts, absent from its scope's prompt
+//!   and from every surviving summary's input under every reading;
 //! - **duplicated**: an event raw in the prompt and inside a surviving
-//!   summary's input.
+//!   summary's input under every reading;
+//! - **undecidable**: either, under some readings only.
 
 use super::coverage::{self, Coverage};
 use super::event::{EventView, Sym};
