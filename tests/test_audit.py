@@ -653,9 +653,11 @@ def test_the_json_report_shape(stores: dict[str, Any], capsys: pytest.CaptureFix
         "compactions",
         "hidden",
         "duplicated",
+        "undecidable",
         "stalled",
     }
     assert session["stalled"] is None
+    assert session["undecidable"] == [] and report["summary"]["undecidable"] == 0
     assert session["events"] == len(expected.events)
     positions = {e.id: i for i, e in enumerate(expected.events)}
     by_id = {e.id: e for e in expected.events}

@@ -3,16 +3,18 @@
 google-adk's compaction records the interval `[start, end]` its summary
 stands for, and every later prompt leaves out every raw event stamped inside
 it. An event inside the interval that the summarizer was never handed (a
-timestamp tied with the window's edge, stored out of stamp order, of another
-isolation scope, appended while the summary was being written) is then in
-no prompt at all; an event handed to a summary whose interval does not
-cover it is in the prompt twice, raw and summarized. The raw events are
+timestamp tied with the window's edge, stored out of stamp order, appended
+while the summary was being written) is then in no prompt at all; an
+event handed to a summary whose interval does not cover it is in the
+prompt twice, raw and summarized. The raw events are
 still in the store, so the audit can tell.
 
 This module reads stores (read-only) and hands each session's stored JSON
 to `_native.audit_stored`, which replays google-adk's window selection with
 the parity engine at every stored compaction to learn what that summary was
-handed, and compares it with the prompt the session yields now. Nothing
+handed, and compares it with the prompt the session yields now for each
+isolation scope (an event where the store cannot decide is reported
+undecidable, not hidden). Nothing
 here builds a pydantic `Event` on the hot path: the JSON documents are
 passed as the store holds them and parsed in Rust.
 
@@ -88,7 +90,6 @@ if TYPE_CHECKING:
 CAUSES = (
     "tied_timestamp",
     "out_of_order_timestamp",
-    "other_isolation_scope",
     "appended_while_summarizing",
     "malformed_record",
     "unknown",
@@ -243,6 +244,10 @@ class SessionReport:
     compactions: list[dict[str, Any]] = field(default_factory=list)
     hidden: list[dict[str, Any]] = field(default_factory=list)
     duplicated: list[dict[str, Any]] = field(default_factory=list)
+    #: Events the store cannot decide about (a surviving summary's maker
+    #: unknown, its plausible readings disagree on them): what each could
+    #: be (`could_be`: hidden or duplicated) and why (`reason`).
+    undecidable: list[dict[str, Any]] = field(default_factory=list)
     #: Compaction due yet selecting nothing (a pending call blocks it):
     #: `trigger`, `backlog`, `backlog_invocations`, `prompt_then`.
     stalled: dict[str, Any] | None = None
@@ -267,6 +272,7 @@ class SessionReport:
         out["compactions"] = self.compactions
         out["hidden"] = self.hidden
         out["duplicated"] = self.duplicated
+        out["undecidable"] = self.undecidable
         out["stalled"] = self.stalled
         if self.prompt_error is not None:
             out["prompt_error"] = self.prompt_error
@@ -312,6 +318,9 @@ class AuditReport:
     def duplicated_count(self) -> int:
         return sum(len(s.duplicated) for s in self.sessions)
 
+    def undecidable_count(self) -> int:
+        return sum(len(s.undecidable) for s in self.sessions)
+
     def records(self) -> Counter[str]:
         return Counter(str(c["record"]) for s in self.sessions for c in s.compactions)
 
@@ -330,6 +339,7 @@ class AuditReport:
             "hidden": sum(hidden.values()),
             "hidden_by_cause": {cause: hidden[cause] for cause in sorted(hidden)},
             "duplicated": self.duplicated_count(),
+            "undecidable": self.undecidable_count(),
             "compactions": sum(len(s.compactions) for s in self.sessions),
             "compactions_not_replayed": self.not_replayed(),
             "records": dict(sorted(self.records().items())),
@@ -444,6 +454,23 @@ def _session_report(session: StoredSession, result: dict[str, Any]) -> SessionRe
         report.duplicated.append(
             {
                 **_event(session, int(duplicated["position"])),
+                "compaction": where,
+                "compaction_id": compaction_id(where),
+            }
+        )
+    for undecided in result.get("undecidable", []):
+        where = undecided["compaction"]
+        could_be = str(undecided["could_be"])
+        report.undecidable.append(
+            {
+                **_event(session, int(undecided["position"])),
+                "could_be": could_be,
+                "reason": (
+                    f"the maker of compaction {compaction_id(where)} is unknown and its"
+                    f" {undecided['readings']} plausible readings disagree on whether it"
+                    f" was handed this event ({could_be} where it was "
+                    f"{'not ' if could_be == 'hidden' else ''}handed)"
+                ),
                 "compaction": where,
                 "compaction_id": compaction_id(where),
             }
@@ -665,7 +692,8 @@ def summary_table(report: AuditReport) -> RenderableType:
     table.add_row("events hidden", f"{summary['hidden']:,}")
     for cause, count in summary["hidden_by_cause"].items():
         table.add_row(f"  {cause.replace('_', ' ')}", f"{count:,}")
-    table.add_row("events duplicated", f"{summary['duplicated']:,}", end_section=True)
+    table.add_row("events duplicated", f"{summary['duplicated']:,}")
+    table.add_row("events undecidable", f"{summary['undecidable']:,}", end_section=True)
     table.add_row("compactions stored", f"{summary['compactions']:,}")
     for record, count in summary["records"].items():
         table.add_row(f"  {record} records", f"{count:,}")
@@ -681,15 +709,23 @@ def events_table(report: AuditReport, limit: int) -> tuple[RenderableType | None
     """The hidden and duplicated events (the first `limit`), and how many more there are."""
     from rich.table import Table
 
-    rows = [
-        (session, event, f"hidden: {event['cause'].replace('_', ' ')}")
-        for session in report.affected
-        for event in session.hidden
-    ] + [
-        (session, event, "duplicated")
-        for session in report.affected
-        for event in session.duplicated
-    ]
+    rows = (
+        [
+            (session, event, f"hidden: {event['cause'].replace('_', ' ')}")
+            for session in report.affected
+            for event in session.hidden
+        ]
+        + [
+            (session, event, "duplicated")
+            for session in report.affected
+            for event in session.duplicated
+        ]
+        + [
+            (session, event, f"undecidable: {event['could_be']}?")
+            for session in report.sessions
+            for event in session.undecidable
+        ]
+    )
     if not rows:
         return None, 0
     rows.sort(key=lambda row: (row[0].app_name, row[0].user_id, row[0].session_id))

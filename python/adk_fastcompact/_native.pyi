@@ -414,11 +414,16 @@ def audit_stored(
       `seeds`, `selected_over`, `unseen` (events stored before it that its
       selection did not see), `record` and, for a malformed record,
       `record_error`), `hidden` (each `position`, `cause`, `compaction`),
-      `duplicated` (each `position`, `compaction`), `prompt_size`, `stalled`
-      (None, or `trigger`, `backlog`, `backlog_invocations`, `prompt_then`:
-      a configured entry point is due and selects nothing) and, where the
-      prompt cannot be built, `prompt_error`. Positions index the session's
-      list.
+      `duplicated` (each `position`, `compaction`), `undecidable` (each
+      `position`, `could_be` ("hidden" or "duplicated"), `compaction`,
+      `readings`: a surviving summary reproduces under several copies of the
+      session, which disagree on whether it was handed the event),
+      `prompt_size` (of the root scope's prompt), `stalled` (None, or
+      `trigger`, `backlog`, `backlog_invocations`, `prompt_then`: a
+      configured entry point is due and selects nothing) and, where a
+      prompt cannot be built, `prompt_error`. Each isolation scope's prompt
+      is built from that scope's events alone, as google-adk does. Positions
+      index the session's list.
 
     Raises:
       TypeError: An event that is neither `str` nor `bytes`.

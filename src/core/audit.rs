@@ -2,26 +2,29 @@
 //! every prompt without any summary standing for them, which it shows twice.
 //!
 //! google-adk records a compaction as an interval and hides every raw event
-//! stamped inside it; what the summary was actually handed is not stored.
+//! stamped inside it; what the summary was actually handed is not stored,
+//! nor who made it (the compaction event's invocation id is a fresh one).
 //! The audit learns it by replaying google-adk's window selection (the
 //! parity engine: [`window::sliding_window`], [`window::token_threshold_selection`])
-//! over the events stored before each compaction, loaded the way the store
-//! loads them, and keeping the selection whose first and last timestamps
-//! are the compaction's interval (google-adk's summarizer writes exactly
-//! those). Where the store's last events before the compaction do not
-//! reproduce it, shorter prefixes are tried: events stored after the
-//! selection and before the compaction were appended while the summarizer
-//! ran. A compaction written in exact mode says what it stands for itself
-//! (its interval minus its holes, events stored before it).
+//! over the copy of the session each plausible maker held (see `copies`),
+//! keeping the selections whose first and last timestamps are the
+//! compaction's interval (google-adk's summarizer writes exactly those).
+//! Where no maker's copy reproduces it, the store right before it and then
+//! shorter prefixes are tried: events stored after the selection and before
+//! the compaction were appended while the summarizer ran. Every copy that
+//! reproduces it is a reading. A compaction written in exact mode says
+//! what it stands for itself (its interval minus its holes, events stored
+//! before it).
 //!
-//! Then the prompt the session yields now (google-adk's
-//! `_process_compaction_events` over the live events, or exact mode's
-//! prompt where exact-mode records are stored) is compared with what the
-//! surviving summaries stand for:
-//! - **hidden**: a live event with parts, absent from the prompt and from
-//!   every surviving summary's input;
+//! Then the prompt the session yields now for each isolation scope
+//! (google-adk's `_process_compaction_events` over that scope's live
+//! events, or exact mode's prompt where exact-mode records are stored) is
+//! compared with what the scope's surviving summaries stand for:
+//! - **hidden**: a live event with parts, absent from its scope's prompt
+//!   and from every surviving summary's input under every reading;
 //! - **duplicated**: an event raw in the prompt and inside a surviving
-//!   summary's input.
+//!   summary's input under every reading;
+//! - **undecidable**: either, under some readings only.
 
 use super::coverage::{self, Coverage};
 use super::event::{EventView, Sym};
@@ -88,7 +91,26 @@ pub struct Replayed {
     /// Events stored before the compaction that the selection did not see
     /// (another invocation's, appended while it ran), storage positions.
     pub unseen: Vec<usize>,
+    /// The other copies of the session that reproduce it too, where the
+    /// store does not say which one the selection was made over: what each
+    /// hands, `(handed, seeds)` (empty: one reading, the one above).
+    pub alternatives: Vec<(Vec<usize>, Vec<usize>)>,
     pub record: RecordKind,
+}
+
+impl Replayed {
+    /// Every reading that reproduces it: `(handed, seeds)`, the first one
+    /// first (none when it was not reproduced).
+    fn readings(&self) -> impl Iterator<Item = (&[usize], &[usize])> {
+        let first = self
+            .known
+            .then_some((self.handed.as_slice(), self.seeds.as_slice()));
+        first.into_iter().chain(
+            self.alternatives
+                .iter()
+                .map(|(h, s)| (h.as_slice(), s.as_slice())),
+        )
+    }
 }
 
 /// Why an event was hidden.
@@ -99,8 +121,6 @@ pub enum Cause {
     TiedTimestamp,
     /// Stored on the other side of a handed event than its timestamp says.
     OutOfOrderTimestamp,
-    /// Of another isolation scope than the compaction.
-    OtherIsolationScope,
     /// Stored after the summary's selection and before the summary.
     AppendedWhileSummarizing,
     /// Hidden by a compaction whose exact-mode record does not validate.
@@ -110,11 +130,11 @@ pub enum Cause {
 }
 
 impl Cause {
+    /// Its name in reports.
     pub fn name(self) -> &'static str {
         match self {
             Cause::TiedTimestamp => "tied_timestamp",
             Cause::OutOfOrderTimestamp => "out_of_order_timestamp",
-            Cause::OtherIsolationScope => "other_isolation_scope",
             Cause::AppendedWhileSummarizing => "appended_while_summarizing",
             Cause::MalformedRecord => "malformed_record",
             Cause::Unknown => "unknown",
@@ -136,6 +156,28 @@ pub struct Hidden {
 pub struct Duplicated {
     pub position: usize,
     pub compaction: usize,
+}
+
+/// What an undecidable event would be under some readings of the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Finding {
+    Hidden,
+    Duplicated,
+}
+
+/// An event whose fate the store cannot decide: a surviving summary
+/// reproduces under several copies of the session (its maker unknown), and
+/// it was handed the event under some of them and not under others.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Undecidable {
+    pub position: usize,
+    /// Hidden (absent from the prompt) or duplicated (raw in it) where the
+    /// summary was not, resp. was, handed it.
+    pub could_be: Finding,
+    /// The surviving compaction whose readings disagree.
+    pub compaction: usize,
+    /// How many readings reproduce that compaction.
+    pub readings: usize,
 }
 
 /// Compaction configured and due, yet google-adk's selection hands
@@ -160,8 +202,9 @@ pub struct Audit {
     pub compactions: Vec<Replayed>,
     pub hidden: Vec<Hidden>,
     pub duplicated: Vec<Duplicated>,
+    pub undecidable: Vec<Undecidable>,
     pub stalled: Option<Stalled>,
-    /// Items of the prompt the session yields now.
+    /// Items of the root scope's prompt the session yields now.
     pub prompt_size: usize,
     /// The prompt could not be built (google-adk's own sort would fail).
     pub prompt_error: Option<String>,
@@ -205,19 +248,34 @@ fn views_at(events: &[EventView], at: &[usize]) -> Vec<EventView> {
     at.iter().map(|&i| events[i]).collect()
 }
 
-/// What google-adk would hand a summarizer over the stored events at
-/// `avail`, by each configured entry point whose selection's interval is
-/// `(start, end)` in `scope`: `(trigger, handed, seed)`, storage positions.
+/// A copy of the session a selection may have been made over: the events
+/// stored before `fetched` (what the maker's `get_session` returned, loaded
+/// the store's way), then `own` (positions from `fetched` on, in storage
+/// order: what the maker appended to its copy itself); `unseen` are the
+/// other events stored from `fetched` to the compaction (appended by others
+/// meanwhile).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Copy {
+    fetched: usize,
+    own: Vec<usize>,
+    unseen: Vec<usize>,
+}
+
+/// What google-adk would hand a summarizer over the copy, by each
+/// configured entry point whose selection's interval is `(start, end)` in
+/// `scope`: `(trigger, handed, seed)`, storage positions.
 fn replay_at(
     s: &Session<'_>,
-    avail: &[usize],
+    copy: &Copy,
     order: Order,
     settings: Settings,
     bounds: (f64, f64),
     scope: Option<Sym>,
 ) -> Option<(Trigger, Vec<usize>, Option<usize>)> {
     let (events, ids) = (s.events, s.ids);
-    let at = loaded(events, avail, order, s.event_ids);
+    let fetched: Vec<usize> = (0..copy.fetched).collect();
+    let mut at = loaded(events, &fetched, order, s.event_ids);
+    at.extend_from_slice(&copy.own);
     let views = views_at(events, &at);
     let live = rewind::apply_rewinds(&views);
     let back = |v: &[usize]| -> Vec<usize> { v.iter().map(|&i| at[i]).collect() };
@@ -313,37 +371,126 @@ pub struct Session<'a> {
     pub event_ids: &'a [Option<String>],
     /// The exact-mode records stored: `(position, JSON)`.
     pub records: &'a [(usize, serde_json::Value)],
+    /// The symbol of the author `"user"` (`None`: no event has it).
+    pub user: Option<Sym>,
 }
 
-/// The stored events an invocation's own copy of the session may have held
-/// before position `k`: the events stored before its first one and its
-/// own, and either no compaction stored since (another invocation wrote
-/// it) or every one (it wrote them itself: a compaction event's invocation
-/// id does not tell). Only copies that leave something out are given, each
-/// with the positions it leaves out.
-fn copies_of(events: &[EventView], k: usize, maker: Sym) -> Vec<(Vec<usize>, Vec<usize>)> {
-    let Some(first) = events[..k].iter().position(|e| e.invocation == Some(maker)) else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    for keep_compactions in [false, true] {
-        let (mut held, mut left) = ((0..first).collect::<Vec<_>>(), Vec::new());
-        for (q, e) in events.iter().enumerate().take(k).skip(first) {
-            let kept = e.invocation == Some(maker) && e.compaction.is_none()
-                || keep_compactions && e.compaction.is_some();
-            if kept {
-                held.push(q);
-            } else {
-                left.push(q);
+/// The copies of the session the invocations stored last before position
+/// `k` may have held when one of them made the compaction there (the
+/// compaction event's own invocation id is a fresh one: it does not tell).
+///
+/// A run of an invocation (one `run_async` call, a resumed one included)
+/// fetches the session, appends the user's message first, and from then on
+/// sees only what it appends itself: its copy holds the events stored
+/// before its latest user-authored event (its latest run's start; its
+/// first event where it has none) and its own events since, and either no
+/// compaction stored since (another run wrote it) or every one (it wrote
+/// them itself). A run that appended nothing but the user's message made no
+/// compaction (it called no model), so such an invocation is no maker.
+fn copies(s: &Session<'_>, k: usize) -> Vec<Copy> {
+    let events = s.events;
+    let mut makers: Vec<Sym> = Vec::new();
+    for q in (0..k).rev().take(MAX_LOOKBACK) {
+        if let (Some(inv), None) = (events[q].invocation, events[q].compaction) {
+            if !makers.contains(&inv) && makers.len() < MAX_MAKERS {
+                makers.push(inv);
             }
         }
-        if !left.is_empty()
-            && !out
-                .iter()
-                .any(|(h, _): &(Vec<usize>, Vec<usize>)| *h == held)
-        {
-            out.push((held, left));
+    }
+    let mut out: Vec<Copy> = Vec::new();
+    for maker in makers {
+        let mine = |q: usize| events[q].invocation == Some(maker) && events[q].compaction.is_none();
+        let by_user = |q: usize| s.user.is_some() && events[q].author == s.user;
+        let Some(fetched) = (0..k)
+            .rev()
+            .find(|&q| mine(q) && by_user(q))
+            .or_else(|| (0..k).find(|&q| mine(q)))
+        else {
+            continue;
+        };
+        if !(fetched..events.len()).any(|q| mine(q) && !by_user(q)) {
+            continue;
         }
+        for keep_compactions in [false, true] {
+            let (mut own, mut unseen) = (Vec::new(), Vec::new());
+            for q in fetched..k {
+                if mine(q) || keep_compactions && events[q].compaction.is_some() {
+                    own.push(q);
+                } else {
+                    unseen.push(q);
+                }
+            }
+            let copy = Copy {
+                fetched,
+                own,
+                unseen,
+            };
+            if !out.contains(&copy) {
+                out.push(copy);
+            }
+        }
+    }
+    out
+}
+
+/// One way a compaction reproduces: `(trigger, handed, seeds, copy)`.
+type Reading = (Trigger, Vec<usize>, Vec<usize>, Copy);
+
+/// The readings of the compaction at `k` over `(start, end)` in `scope`.
+///
+/// The makers' copies are tried first; the first that reproduces it is
+/// the reading when it leaves nothing out (the store as the maker held it:
+/// no other copy is plausible then). When it does leave events out, every
+/// other maker's copy that reproduces it is a reading too. Only when none
+/// does, the store as it stood right before the compaction is tried, then
+/// every shorter prefix (a selection made there, the rest appended while
+/// the summarizer ran), all that reproduce it being readings.
+fn readings_of(
+    s: &Session<'_>,
+    k: usize,
+    order: Order,
+    settings: Settings,
+    bounds: (f64, f64),
+    scope: Option<Sym>,
+) -> Vec<Reading> {
+    let mut out: Vec<Reading> = Vec::new();
+    let push = |out: &mut Vec<Reading>, copy: Copy| {
+        if let Some((trigger, handed, seed)) = replay_at(s, &copy, order, settings, bounds, scope) {
+            let seeds: Vec<usize> = seed.into_iter().collect();
+            if !out.iter().any(|(_, h, z, _)| *h == handed && *z == seeds) {
+                out.push((trigger, handed, seeds, copy));
+            }
+        }
+    };
+    for copy in copies(s, k) {
+        push(&mut out, copy);
+        if out.len() == 1 && out[0].3.unseen.is_empty() {
+            return out;
+        }
+    }
+    if !out.is_empty() {
+        return out;
+    }
+    push(
+        &mut out,
+        Copy {
+            fetched: k,
+            own: Vec::new(),
+            unseen: Vec::new(),
+        },
+    );
+    if !out.is_empty() {
+        return out;
+    }
+    for p in (k.saturating_sub(MAX_LOOKBACK)..k).rev() {
+        push(
+            &mut out,
+            Copy {
+                fetched: p,
+                own: Vec::new(),
+                unseen: (p..k).collect(),
+            },
+        );
     }
     out
 }
@@ -387,6 +534,7 @@ pub fn audit(
             seeds: Vec::new(),
             selected_over: k,
             unseen: Vec::new(),
+            alternatives: Vec::new(),
             record,
         };
         if let Some(Ok(record)) = &parsed[k] {
@@ -404,123 +552,156 @@ pub fn audit(
             }
             r.known = true;
         } else {
-            // What the selection saw: the copy the invocation that made it
-            // held, without what others appended meanwhile (the
-            // invocations stored last tried first; in a session with no
-            // concurrent invocation there is no such copy); else the
-            // session as stored before it; else a shorter prefix.
-            let mut tries: Vec<(Vec<usize>, Vec<usize>)> = Vec::new();
-            let mut makers: Vec<Sym> = Vec::new();
-            for q in (0..k).rev().take(MAX_LOOKBACK) {
-                if let (Some(inv), None) = (events[q].invocation, events[q].compaction) {
-                    if !makers.contains(&inv) && makers.len() < MAX_MAKERS {
-                        makers.push(inv);
-                        tries.extend(copies_of(events, k, inv));
-                    }
-                }
-            }
-            tries.push(((0..k).collect(), Vec::new()));
-            let lowest = k.saturating_sub(MAX_LOOKBACK);
-            tries.extend(
-                (lowest..k)
-                    .rev()
-                    .map(|p| ((0..p).collect(), (p..k).collect())),
-            );
-            for (avail, unseen) in tries {
-                if let Some((trigger, handed, seed)) =
-                    replay_at(&session, &avail, order, settings, (start, end), e.scope)
-                {
-                    r.trigger = Some(trigger);
-                    r.handed = handed;
-                    r.seeds = seed.into_iter().collect();
-                    r.selected_over = avail.last().map_or(0, |&l| l + 1);
-                    r.unseen = unseen;
-                    r.known = true;
-                    break;
-                }
+            let mut found =
+                readings_of(&session, k, order, settings, (start, end), e.scope).into_iter();
+            if let Some((trigger, handed, seeds, copy)) = found.next() {
+                r.trigger = Some(trigger);
+                r.handed = handed;
+                r.seeds = seeds;
+                r.selected_over = copy.own.last().map_or(copy.fetched, |&l| l + 1);
+                r.unseen = copy.unseen;
+                r.known = true;
+                r.alternatives = found.map(|(_, h, z, _)| (h, z)).collect();
             }
         }
         index_of[k] = compactions.len();
         compactions.push(r);
     }
-    // What each compaction stands for: its handed events and, through its
-    // seeds, theirs (storage order: seeds come first).
-    let mut input: Vec<Vec<bool>> = Vec::with_capacity(compactions.len());
+    // What each compaction stands for, under every reading (`all`) and
+    // under some (`any`): its handed events and, through its seeds, theirs
+    // (storage order: seeds come first).
+    let mut all_in: Vec<Vec<bool>> = Vec::with_capacity(compactions.len());
+    let mut any_in: Vec<Vec<bool>> = Vec::with_capacity(compactions.len());
     for r in &compactions {
-        let mut mine = vec![false; n];
-        for &h in &r.handed {
-            mine[h] = true;
-        }
-        for &s in &r.seeds {
-            if let Some(theirs) = input.get(index_of[s]) {
-                for (m, &t) in mine.iter_mut().zip(theirs) {
-                    *m |= t;
+        let (mut all, mut any): (Option<Vec<bool>>, Vec<bool>) = (None, vec![false; n]);
+        for (handed, seeds) in r.readings() {
+            let mut mine = vec![false; n];
+            for &h in handed {
+                mine[h] = true;
+                any[h] = true;
+            }
+            for &s in seeds {
+                if let Some(theirs) = all_in.get(index_of[s]) {
+                    for (m, &t) in mine.iter_mut().zip(theirs) {
+                        *m |= t;
+                    }
+                }
+                if let Some(theirs) = any_in.get(index_of[s]) {
+                    for (m, &t) in any.iter_mut().zip(theirs) {
+                        *m |= t;
+                    }
                 }
             }
+            all = Some(match all {
+                None => mine,
+                Some(mut a) => {
+                    for (x, y) in a.iter_mut().zip(mine) {
+                        *x &= y;
+                    }
+                    a
+                }
+            });
         }
-        input.push(mine);
+        all_in.push(all.unwrap_or_else(|| vec![false; n]));
+        any_in.push(any);
     }
-    // The prompt the session yields now.
+    // The prompts the session yields now, one per isolation scope: google-adk
+    // assembles a scope's prompt from that scope's events alone (and
+    // filters compaction over them), so a summary of one scope never hides
+    // another scope's events, and no scope shows another's.
     let all: Vec<usize> = (0..n).collect();
     let at = loaded(events, &all, order, session.event_ids);
     let views = views_at(events, &at);
     let live = rewind::apply_rewinds(&views);
-    let live_views = views_at(&views, &live);
-    let items: Result<Vec<Item>, String> = if exact_session {
-        let extents: Vec<Extent> = live
-            .iter()
-            .enumerate()
-            .filter_map(|(q, &i)| {
-                let k = at[i];
-                let (start, end) = events[k].compaction.and_then(|c| c.bounds())?;
-                Some(match &parsed[k] {
-                    Some(Ok(record)) => extent(q, record, &mut intern),
-                    _ => Extent::new(q, start, end, Vec::new()),
-                })
-            })
-            .collect();
-        let cov = Coverage::new(&live_views, extents);
-        Ok(coverage::prompt(&live_views, &cov))
-    } else {
-        filter::process_compaction_events(&live_views).map_err(|e| e.to_string())
-    };
-    let to_stored = |q: usize| at[live[q]];
-    let (items, prompt_error) = match items {
-        Ok(items) => (items, None),
-        Err(e) => (Vec::new(), Some(e)),
-    };
-    let mut raw_in_prompt = vec![false; n];
-    let mut surviving: Vec<usize> = Vec::new();
-    for item in &items {
-        match *item {
-            Item::Raw(q) => raw_in_prompt[to_stored(q)] = true,
-            Item::Summary(q) => surviving.push(to_stored(q)),
-        }
-    }
-    let mut summarized: Vec<Option<usize>> = vec![None; n];
-    for &s in &surviving {
-        if let Some(mine) = input.get(index_of[s]) {
-            for (p, &m) in mine.iter().enumerate() {
-                if m && summarized[p].is_none() {
-                    summarized[p] = Some(s);
-                }
-            }
+    let mut scopes: Vec<Option<Sym>> = Vec::new();
+    for &i in &live {
+        if !scopes.contains(&views[i].scope) {
+            scopes.push(views[i].scope);
         }
     }
     let mut hidden = Vec::new();
     let mut duplicated = Vec::new();
-    if prompt_error.is_none() {
-        for &i in &live {
+    let mut undecidable = Vec::new();
+    let mut prompt_size = 0;
+    let mut prompt_error = None;
+    for scope in scopes {
+        // Positions in `views` of the scope's live events, in loading order.
+        let mine: Vec<usize> = live
+            .iter()
+            .copied()
+            .filter(|&i| views[i].scope == scope)
+            .collect();
+        let scoped = views_at(&views, &mine);
+        let items: Result<Vec<Item>, String> = if exact_session {
+            let extents: Vec<Extent> = mine
+                .iter()
+                .enumerate()
+                .filter_map(|(q, &i)| {
+                    let k = at[i];
+                    let (start, end) = events[k].compaction.and_then(|c| c.bounds())?;
+                    Some(match &parsed[k] {
+                        Some(Ok(record)) => extent(q, record, &mut intern),
+                        _ => Extent::new(q, start, end, Vec::new()),
+                    })
+                })
+                .collect();
+            let cov = Coverage::new(&scoped, extents);
+            Ok(coverage::prompt(&scoped, &cov))
+        } else {
+            filter::process_compaction_events(&scoped).map_err(|e| e.to_string())
+        };
+        let items = match items {
+            Ok(items) => items,
+            Err(e) => {
+                prompt_error.get_or_insert(e);
+                continue;
+            }
+        };
+        if scope.is_none() {
+            prompt_size = items.len();
+        }
+        let to_stored = |q: usize| at[mine[q]];
+        let mut raw_in_prompt = vec![false; n];
+        let mut surviving: Vec<usize> = Vec::new();
+        for item in &items {
+            match *item {
+                Item::Raw(q) => raw_in_prompt[to_stored(q)] = true,
+                Item::Summary(q) => surviving.push(to_stored(q)),
+            }
+        }
+        let summarized = |input: &[Vec<bool>]| {
+            let mut out: Vec<Option<usize>> = vec![None; n];
+            for &s in &surviving {
+                if let Some(theirs) = input.get(index_of[s]) {
+                    for (p, &m) in theirs.iter().enumerate() {
+                        if m && out[p].is_none() {
+                            out[p] = Some(s);
+                        }
+                    }
+                }
+            }
+            out
+        };
+        let (surely, maybe) = (summarized(&all_in), summarized(&any_in));
+        for &i in &mine {
             let p = at[i];
             if events[p].compaction.is_some() || !has_parts[p] {
                 continue;
             }
-            match (raw_in_prompt[p], summarized[p]) {
-                (true, Some(s)) => duplicated.push(Duplicated {
+            let undecided = |could_be, s: usize| Undecidable {
+                position: p,
+                could_be,
+                compaction: s,
+                readings: compactions[index_of[s]].readings().count(),
+            };
+            match (raw_in_prompt[p], surely[p], maybe[p]) {
+                (true, Some(s), _) => duplicated.push(Duplicated {
                     position: p,
                     compaction: s,
                 }),
-                (false, None) => {
+                (true, None, Some(s)) => undecidable.push(undecided(Finding::Duplicated, s)),
+                (false, None, Some(s)) => undecidable.push(undecided(Finding::Hidden, s)),
+                (false, None, None) => {
                     let (cause, by) = cause_of(events, &compactions, &surviving, &index_of, p);
                     hidden.push(Hidden {
                         position: p,
@@ -532,6 +713,16 @@ pub fn audit(
             }
         }
     }
+    if prompt_error.is_some() {
+        hidden.clear();
+        duplicated.clear();
+        undecidable.clear();
+        prompt_size = 0;
+    }
+    let by_position = |a: &usize, b: &usize| a.cmp(b);
+    hidden.sort_by(|a, b| by_position(&a.position, &b.position));
+    duplicated.sort_by(|a, b| by_position(&a.position, &b.position));
+    undecidable.sort_by(|a, b| by_position(&a.position, &b.position));
     let stalled = stall(ids, &views, &live, settings).map(|(trigger, backlog)| {
         let invocations: std::collections::BTreeSet<Sym> = backlog
             .iter()
@@ -541,7 +732,10 @@ pub fn audit(
             let upto: Vec<usize> = (0..=c.position).collect();
             let at = loaded(events, &upto, order, session.event_ids);
             let v = views_at(events, &at);
-            let live = rewind::apply_rewinds(&v);
+            let live: Vec<usize> = rewind::apply_rewinds(&v)
+                .into_iter()
+                .filter(|&i| v[i].scope.is_none())
+                .collect();
             filter::process_compaction_events(&views_at(&v, &live))
                 .ok()
                 .map(|items| items.len())
@@ -557,8 +751,9 @@ pub fn audit(
         compactions,
         hidden,
         duplicated,
+        undecidable,
         stalled,
-        prompt_size: items.len(),
+        prompt_size,
         prompt_error,
     }
 }
@@ -609,11 +804,14 @@ fn cause_of(
     p: usize,
 ) -> (Cause, Option<usize>) {
     let t = events[p].timestamp;
+    // Only its own scope's compactions can hide it (`surviving` are its
+    // scope's already).
     let holds = |c: usize| {
-        events[c]
-            .compaction
-            .and_then(|x| x.bounds())
-            .is_some_and(|(s, e)| s <= t && t <= e)
+        events[c].scope == events[p].scope
+            && events[c]
+                .compaction
+                .and_then(|x| x.bounds())
+                .is_some_and(|(s, e)| s <= t && t <= e)
     };
     // The surviving compaction whose interval hides it (a google-adk
     // reader hides it whenever stored).
@@ -634,9 +832,6 @@ fn cause_of(
     }
     if !r.known {
         return (Cause::Unknown, Some(by));
-    }
-    if events[p].scope != events[c].scope {
-        return (Cause::OtherIsolationScope, Some(by));
     }
     if r.unseen.contains(&p) {
         return (Cause::AppendedWhileSummarizing, Some(by));

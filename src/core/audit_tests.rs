@@ -60,6 +60,7 @@ fn run_with(
         has_parts: &parts,
         event_ids: &event_ids,
         records,
+        user: None,
     };
     audit(session, intern, order, settings)
 }
@@ -302,20 +303,121 @@ fn a_pending_call_stalls_the_sliding_window() {
 }
 
 #[test]
-fn an_event_of_another_scope_inside_the_interval_is_told_by_its_scope() {
+fn an_event_of_another_scope_is_in_its_own_scope_s_prompt() {
     // A sliding-window summary (unscoped) over 1.0-2.1; an event of an
-    // isolation scope stamped inside it, stored after it.
+    // isolation scope stamped inside it, stored after it: google-adk
+    // assembles each scope's prompt from that scope's events, so the root
+    // summary does not hide it from its own scope's prompt (nor does the
+    // root scope's prompt ever show it).
     let mut scoped = raw(1.5, 3);
     scoped.scope = Some(9);
     let events = [two_invocations(), vec![compaction(2.2, 1.0, 2.1), scoped]].concat();
     let a = run(&events, Order::Stored, sliding(2, 0));
     assert!(a.compactions[0].known);
+    assert_eq!(a.hidden, vec![]);
+    assert_eq!(a.prompt_size, 1); // the root scope's: the summary
+                                  // A compaction of that scope over it hides it from its scope's prompt
+                                  // only when that compaction was not handed it.
+    let mut own = compaction(2.3, 1.4, 1.6);
+    own.scope = Some(9);
+    let events = [events, vec![own]].concat();
+    let a = run(&events, Order::Stored, sliding(2, 0));
+    assert_eq!(a.hidden.len(), 1);
+    assert_eq!(a.hidden[0].position, 5);
+    assert_eq!(a.hidden[0].compaction, Some(6));
+}
+
+/// `raw` authored by the user (symbol 50 in these tests).
+fn asked(t: f64, inv: Sym) -> EventView {
+    EventView {
+        author: Some(50),
+        ..raw(t, inv)
+    }
+}
+
+fn run_as_users(events: &[EventView], order: Order, settings: Settings) -> Audit {
+    let parts = vec![true; events.len()];
+    let event_ids: Vec<Option<String>> = (0..events.len())
+        .map(|i| Some(format!("e{i:03}")))
+        .collect();
+    let session = Session {
+        events,
+        ids: &[],
+        has_parts: &parts,
+        event_ids: &event_ids,
+        records: &[],
+        user: Some(50),
+    };
+    audit(session, |_| None, order, settings)
+}
+
+#[test]
+fn a_resumed_invocation_s_copy_is_fetched_at_its_latest_run() {
+    // Invocation 1 asks and answers (0, 1); invocation 2 does (2, 3);
+    // invocation 1 is resumed (a response posted back: 4, its reply 5);
+    // then a tail-retention summary of 0-4. Invocation 1's first run could
+    // not hold 2 and 3, its resumed run (fetched at 4) holds them: they
+    // were handed, nothing is hidden. (Fetched at invocation 1's first
+    // event, its copy would leave 2 and 3 out, and the same selection's
+    // bounds would read them as appended while summarizing.)
+    let events = [
+        asked(1.0, 1),
+        raw(1.1, 1),
+        asked(2.0, 2),
+        raw(2.1, 2),
+        asked(3.0, 1),
+        raw(3.1, 1),
+        compaction(3.2, 1.0, 3.0),
+    ];
+    let retention = Settings {
+        sliding: None,
+        retention: Some(1),
+    };
+    let a = run_as_users(&events, Order::Stored, retention);
+    assert!(a.compactions[0].known);
+    assert_eq!(a.compactions[0].handed, vec![0, 1, 2, 3, 4]);
+    assert!(a.compactions[0].unseen.is_empty());
+    assert!(a.hidden.is_empty(), "{:?}", a.hidden);
+    assert!(a.undecidable.is_empty(), "{:?}", a.undecidable);
+}
+
+#[test]
+fn readings_that_disagree_leave_an_event_undecidable() {
+    // Invocations 1 (0, 1, 4, 5) and 2 (2, 3, 6) overlap: each one's copy
+    // lacks the other's events stored after its own start. The summary's
+    // bounds (1.0-2.1) reproduce over both copies (tail retention keeps
+    // the last event of each): invocation 1's hands 0, 1, 4; invocation
+    // 2's hands 0-3. The store does not say which invocation made it.
+    let events = [
+        asked(1.0, 1),
+        raw(1.5, 1),
+        asked(1.8, 2),
+        raw(2.1, 2),
+        raw(2.1, 1),
+        raw(2.3, 1),
+        raw(2.35, 2),
+        compaction(2.4, 1.0, 2.1),
+    ];
+    let retention = Settings {
+        sliding: None,
+        retention: Some(1),
+    };
+    let a = run_as_users(&events, Order::Stored, retention);
+    let c = &a.compactions[0];
+    assert!(c.known);
+    assert_eq!(c.handed, vec![0, 1, 2, 3]);
+    assert_eq!(c.alternatives, vec![(vec![0, 1, 4], vec![])]);
+    // 0 and 1 were handed under both readings; 2, 3 and 4 under one only:
+    // neither hidden nor fine, but undecidable.
+    assert!(a.hidden.is_empty(), "{:?}", a.hidden);
+    let undecided = |position| Undecidable {
+        position,
+        could_be: Finding::Hidden,
+        compaction: 7,
+        readings: 2,
+    };
     assert_eq!(
-        a.hidden,
-        vec![Hidden {
-            position: 5,
-            cause: Cause::OtherIsolationScope,
-            compaction: Some(4)
-        }]
+        a.undecidable,
+        vec![undecided(2), undecided(3), undecided(4)]
     );
 }

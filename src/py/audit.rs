@@ -1,6 +1,6 @@
 //! Binding of `core::audit`: stored sessions audited in parallel.
 
-use crate::core::audit::{self, Audit, Order, RecordKind, Settings, Trigger};
+use crate::core::audit::{self, Audit, Finding, Order, RecordKind, Settings, Trigger};
 use crate::core::stored::StoredSession;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -16,7 +16,10 @@ use pyo3::types::{PyDict, PyList};
 /// stored compaction was handed does not depend on when it fired). Parsed
 /// and analysed with the interpreter released, sessions in parallel unless
 /// `parallel` is false. A session with an event that cannot be read gets
-/// `{"declined": "event N: why"}`.
+/// `{"declined": "event N: why"}`. An event whose fate the store cannot
+/// decide (a summary reproducing under several copies of the session that
+/// disagree on it) is listed under `"undecidable"`, not as hidden or
+/// duplicated.
 #[pyfunction]
 #[pyo3(signature = (
     sessions,
@@ -68,12 +71,14 @@ pub fn audit_stored<'py>(
             has_parts,
             records,
         } = s;
+        let user = texts.symbol("user").ok();
         let session = audit::Session {
             events: &views,
             ids: &ids,
             has_parts: &has_parts,
             event_ids: &event_ids,
             records: &records,
+            user,
         };
         let intern = |text: &str| texts.symbol(text).ok();
         (views.len(), audit::audit(session, intern, order, settings))
@@ -138,6 +143,20 @@ fn to_python(d: &Bound<'_, PyDict>, n: usize, a: &Audit) -> PyResult<()> {
         duplicated.append(y)?;
     }
     d.set_item("duplicated", duplicated)?;
+    let undecidable = PyList::empty(py);
+    for x in &a.undecidable {
+        let y = PyDict::new(py);
+        y.set_item("position", x.position)?;
+        let could_be = match x.could_be {
+            Finding::Hidden => "hidden",
+            Finding::Duplicated => "duplicated",
+        };
+        y.set_item("could_be", could_be)?;
+        y.set_item("compaction", x.compaction)?;
+        y.set_item("readings", x.readings)?;
+        undecidable.append(y)?;
+    }
+    d.set_item("undecidable", undecidable)?;
     d.set_item("prompt_size", a.prompt_size)?;
     match &a.stalled {
         None => d.set_item("stalled", py.None())?,
