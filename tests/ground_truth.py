@@ -1,13 +1,14 @@
 """Ground truth for the audit: stores written by real `Runner` runs of
-google-adk (nothing of ours installed), and what google-adk itself says
-their prompts lose or repeat.
+google-adk (nothing of ours installed, or exact mode), and what google-adk
+itself (uninstalled) says their prompts lose or repeat.
 
 Every run hands its compaction a `RecordingSummarizer`: google-adk's own
 `LlmEventSummarizer` (over a scripted model) behind a wrapper that writes a
 ledger of every call: the stored ids of the events it was handed, the
 earlier summaries it was handed (the rolling seed google-adk rebuilds from
-the latest compaction, recognised by its content) and the id of the
-compaction event it returned.
+the latest compaction, recognised by its content; exact mode's seed of
+several summaries, by their parts) and the id of the compaction event it
+returned.
 
 What the audit must find in the final stored session comes from that
 ledger and google-adk's own contents assembly, never from the audit: for
@@ -37,12 +38,13 @@ import asyncio
 import contextlib
 import json
 import warnings
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import adk_fastcompact
+from adk_fastcompact import _underway
 from adk_fastcompact._audit import export_sessions
 from google.adk.apps.app import App, EventsCompactionConfig
 from google.adk.apps.base_events_summarizer import BaseEventsSummarizer
@@ -90,6 +92,31 @@ class Ledger:
     calls: list[Call] = field(default_factory=list)
     #: Summary content (JSON) -> id of the compaction event carrying it.
     by_content: dict[str, str] = field(default_factory=dict)
+    #: Summary part (JSON) -> id of the compaction event carrying it (exact
+    #: mode seeds several summaries as one event holding their parts).
+    by_part: dict[str, str] = field(default_factory=dict)
+
+    def seeds_in(self, event: Event) -> list[str] | None:
+        """The compaction events whose summaries `event` is the seed of,
+        or None when it is no seed."""
+        if event.actions and event.actions.compaction:
+            return None
+        whole = self.by_content.get(_content_key(event.content))
+        if whole is not None:
+            return [whole]
+        parts = event.content.parts if event.content is not None else None
+        if not parts:
+            return None
+        owners = [self.by_part.get(part.model_dump_json(exclude_none=True)) for part in parts]
+        if any(owner is None for owner in owners):
+            return None
+        return list(dict.fromkeys(owner for owner in owners if owner is not None))
+
+    def record(self, compaction_id: str, content: types.Content | None) -> None:
+        """Remembers the summary a compaction event carries."""
+        self.by_content[_content_key(content)] = compaction_id
+        for part in content.parts or [] if content is not None else []:
+            self.by_part[part.model_dump_json(exclude_none=True)] = compaction_id
 
     def inputs_of(self, compaction_id: str) -> set[str]:
         """Every stored event a summary stands for, through its seeds."""
@@ -117,15 +144,14 @@ class RecordingSummarizer(BaseEventsSummarizer):
         inputs: list[str] = []
         seeds: list[str] = []
         for event in events:
-            seed = self.ledger.by_content.get(_content_key(event.content))
-            if seed is not None and not (event.actions and event.actions.compaction):
-                seeds.append(seed)
+            found = self.ledger.seeds_in(event)
+            if found is not None:
+                seeds.extend(found)
             else:
                 inputs.append(event.id)
         out = await self._inner.maybe_summarize_events(events=events)
         if out is not None and out.actions.compaction is not None:
-            compacted = out.actions.compaction.compacted_content
-            self.ledger.by_content[_content_key(compacted)] = out.id
+            self.ledger.record(out.id, out.actions.compaction.compacted_content)
         self.ledger.calls.append(Call(inputs, seeds, None if out is None else out.id))
         return out
 
@@ -226,6 +252,10 @@ class Written:
     path: Path
     truth: Truth
     ledger: Ledger
+    #: Written in exact mode: what google-adk's own assembly (accelerator
+    #: uninstalled) hid in the session as stored after each `run_async`
+    #: that left no invocation under way, and at the end.
+    plain_hidden: set[str] = field(default_factory=set)
 
 
 Converse = Callable[[Runner, BaseSessionService], Awaitable[None]]
@@ -238,17 +268,35 @@ def write(
     converse: Converse,
     *,
     clock: Callable[[], float] | None = None,
+    mode: str | None = None,
 ) -> Written:
     """Runs `converse` on a new session of `app` held by a `kind` service
-    (see `KINDS`) with google-adk's own code, and returns the store (under
-    `root`) with its truth. The app's compaction config must carry a
-    `RecordingSummarizer`."""
+    (see `KINDS`) with google-adk's own code, or after `install(mode)`, and
+    returns the store (under `root`) with its truth. The app's compaction
+    config must carry a `RecordingSummarizer`."""
     adk_fastcompact.uninstall()
     config = app.events_compaction_config
     assert config is not None and isinstance(config.summarizer, RecordingSummarizer)
     ledger = config.summarizer.ledger
     path = root / (f"{app.name}-{kind}.jsonl" if kind == "memory" else f"{app.name}-{kind}.db")
     final: list[Event] = []
+    plain_hidden: set[str] = set()
+
+    async def checkpoint(service: BaseSessionService) -> None:
+        """In exact mode, with no invocation under way: what plain google-adk
+        hides in the session as stored now."""
+        if mode is None or _underway.running():
+            return
+        session = await service.get_session(app_name=app.name, user_id=USER, session_id=SESSION)
+        assert session is not None
+        plain_hidden.update(truth(session.events, ledger).hidden)
+        assert adk_fastcompact.install(mode=mode) is True
+
+    class Checked(Runner):
+        async def run_async(self, **kwargs: Any) -> AsyncGenerator[Event, None]:
+            async for event in super().run_async(**kwargs):
+                yield event
+            await checkpoint(self.session_service)
 
     async def main() -> None:
         with deterministic(clock or stepped_clock(0.25)):
@@ -260,7 +308,7 @@ def write(
             else:
                 service = DatabaseSessionService(f"sqlite+aiosqlite:///{path}")
             await service.create_session(app_name=app.name, user_id=USER, session_id=SESSION)
-            runner = Runner(app=app, session_service=service)
+            runner = Checked(app=app, session_service=service)
             await converse(runner, service)
             session = await service.get_session(app_name=app.name, user_id=USER, session_id=SESSION)
             assert session is not None
@@ -274,8 +322,14 @@ def write(
     with warnings.catch_warnings():
         for category, message in IGNORED:
             warnings.filterwarnings("ignore", message=message, category=category)
-        asyncio.run(main())
-    return Written(kind, path, truth(final, ledger), ledger)
+        if mode is not None:
+            assert adk_fastcompact.install(mode=mode) is True
+        try:
+            asyncio.run(main())
+        finally:
+            adk_fastcompact.uninstall()
+    found = truth(final, ledger)
+    return Written(kind, path, found, ledger, plain_hidden | found.hidden)
 
 
 def config_with(settings: dict[str, int], summarizer_llm: BaseLlm) -> EventsCompactionConfig:

@@ -354,3 +354,118 @@ def test_a_rewind(tmp_path: Path, kind: str) -> None:
     written = write(kind, tmp_path, app, rewind_chat)
     assert any(e.actions and e.actions.rewind_before_invocation_id for e in written.truth.events)
     assert_truth(written, REWIND)
+
+
+# -- a coarse clock, and an invocation still under way (issue scenarios) ----------------
+
+TICK = {"compaction_interval": 2, "overlap_size": 0}
+
+
+async def tick_chat(runner: Runner, service: BaseSessionService) -> None:
+    del service
+    for k in range(1, 25):
+        await send(runner, f"<<u{k}>> tell me more")
+
+
+def under_way_app(name: str = "under-way") -> App:
+    llm = TaggingLlm(model="root", slow_delay=0.05)
+    agent = LlmAgent(name="root", model=llm, instruction="Answer.")
+    config = config_with(OVERLAP, TaggingLlm(model="summarizer"))
+    return App(name=name, root_agent=agent, events_compaction_config=config)
+
+
+async def under_way_chat(runner: Runner, service: BaseSessionService) -> None:
+    # A's model call is slow; B runs, ends and compacts meanwhile (its window
+    # holds A's question); A's reply, stamped when A's call began, is stored
+    # after B's compaction.
+    del service
+    for k in range(1, 13, 2):
+        await asyncio.gather(
+            send(runner, f"<<u{k}>> answer slowly"), send(runner, f"<<u{k + 1}>> second")
+        )
+
+
+# -- written in exact mode: nothing lost for plain google-adk, nothing for the audit ----
+
+#: name -> (app factory, conversation, settings, clock, store kinds).
+SCENARIOS: dict[str, tuple[Any, Any, dict[str, int], Any, tuple[str, ...]]] = {
+    "isolation": (isolation_app, isolation_chat, ISOLATION, None, KINDS),
+    "resumed": (resumed_app, resumed_chat, RESUMED, None, KINDS),
+    "parallel": (parallel_app, parallel_chat, PARALLEL, None, KINDS),
+    "overlap": (overlap_app, overlap_chat, OVERLAP, None, ("memory",)),
+    "tied-both": (
+        lambda name: tied_app(TIED["both"][0], name),
+        tied_chat,
+        TIED["both"][0],
+        lambda: stepped_clock(0.25, TIED["both"][1]),
+        KINDS,
+    ),
+    "tied-token": (
+        lambda name: tied_app(TIED["token_threshold"][0], name),
+        tied_chat,
+        TIED["token_threshold"][0],
+        lambda: stepped_clock(0.25, TIED["token_threshold"][1]),
+        KINDS,
+    ),
+    "rewind": (lambda name: tied_app(REWIND, name), rewind_chat, REWIND, None, KINDS),
+    # A tick every 12 readings: questions stamped in the tick of the last
+    # event a sliding-window summary was made over, stored after it.
+    "coarse-clock": (
+        lambda name: tied_app(TICK, name),
+        tick_chat,
+        TICK,
+        lambda: stepped_clock(0.25, 12),
+        KINDS,
+    ),
+    "under-way": (under_way_app, under_way_chat, OVERLAP, None, ("memory",)),
+}
+
+EXACT_CASES = [
+    pytest.param(name, kind, id=f"{name}-{kind}")
+    for name, (*_, kinds) in SCENARIOS.items()
+    for kind in kinds
+]
+
+
+def write_scenario(tmp_path: Path, name: str, kind: str, mode: str | None) -> Written:
+    make, converse, _, clock, _ = SCENARIOS[name]
+    return write(
+        kind,
+        tmp_path,
+        make(f"{name}-{mode or 'plain'}"),
+        converse,
+        clock=None if clock is None else clock(),
+        mode=mode,
+    )
+
+
+@pytest.mark.adk_2_13("exact mode")
+@pytest.mark.parametrize(("name", "kind"), EXACT_CASES)
+def test_exact_mode_stores_lose_nothing(tmp_path: Path, name: str, kind: str) -> None:
+    written = write_scenario(tmp_path, name, kind, "exact")
+    where = f"{kind} store:\n{dump(written.truth.events)}"
+    compactions = [e for e in written.truth.events if e.actions and e.actions.compaction]
+    assert compactions and all(
+        "adk_fastcompact" in (e.custom_metadata or {}) for e in compactions
+    ), where
+    # google-adk's own assembly, accelerator uninstalled, after every turn
+    # and at the end: nothing hidden (repeats are allowed).
+    assert written.plain_hidden == set(), f"plain google-adk hides {written.plain_hidden}: {where}"
+    # The audit reads the records: nothing hidden, repeated or undecided.
+    report = audit(written, SCENARIOS[name][2])
+    (session,) = report["sessions"]
+    found = {key: session.get(key, []) for key in ("hidden", "duplicated", "undecidable")}
+    assert found == {"hidden": [], "duplicated": [], "undecidable": []}, where
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_coarse_clock(tmp_path: Path, kind: str) -> None:
+    written = write_scenario(tmp_path, "coarse-clock", kind, None)
+    assert written.truth.hidden, "the scenario no longer hides anything"
+    assert_truth(written, TICK)
+
+
+def test_an_invocation_under_way(tmp_path: Path) -> None:
+    written = write_scenario(tmp_path, "under-way", "memory", None)
+    assert written.truth.hidden, "the scenario no longer hides anything"
+    assert_truth(written, OVERLAP)
