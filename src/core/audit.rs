@@ -6,7 +6,7 @@
 //! nor who made it (the compaction event's invocation id is a fresh one).
 //! The audit learns it by replaying google-adk's window selection (the
 //! parity engine: [`window::sliding_window`], [`window::token_threshold_selection`])
-//! over the copy of the session each plausible maker held (see `copies`),
+//! over the copy of the session each plausible maker held ([`super::replay`]),
 //! keeping the selections whose first and last timestamps are the
 //! compaction's interval (google-adk's summarizer writes exactly those).
 //! Where no maker's copy reproduces it, the store right before it and then
@@ -30,34 +30,10 @@ use super::coverage::{self, Coverage};
 use super::event::{EventView, Sym};
 use super::exact::{Extent, Hole, Record};
 use super::filter::{self, Item};
+use super::replay::{loaded, readings_of, views_at};
+pub use super::replay::{Order, Session, Settings, Trigger};
 use super::rewind;
-use super::window::{self, SlidingWindow};
-
-/// How a store loads a session's events.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Order {
-    /// As stored (the in-memory service, a `Session` export).
-    Stored,
-    /// By timestamp, ties in storage order (`SqliteSessionService`).
-    Timestamp,
-    /// By timestamp, ties by event id (`DatabaseSessionService`).
-    TimestampId,
-}
-
-/// The compaction settings the replay assumes.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Settings {
-    pub sliding: Option<SlidingWindow>,
-    /// `event_retention_size` of tail retention.
-    pub retention: Option<usize>,
-}
-
-/// Which of google-adk's entry points wrote a compaction.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Trigger {
-    SlidingWindow,
-    TokenThreshold,
-}
+use super::window;
 
 /// What a compaction's record is.
 #[derive(Debug, Clone, PartialEq)]
@@ -210,117 +186,6 @@ pub struct Audit {
     pub prompt_error: Option<String>,
 }
 
-/// How far before a compaction the replay looks for the prefix its
-/// selection was made over.
-const MAX_LOOKBACK: usize = 64;
-
-/// How many of the invocations stored last before a compaction are tried
-/// as the one that made it.
-const MAX_MAKERS: usize = 4;
-
-/// The session as a store loads the stored events at `avail` (ascending
-/// storage positions): positions in loading order. `event_ids` break
-/// timestamp ties for [`Order::TimestampId`].
-fn loaded(
-    events: &[EventView],
-    avail: &[usize],
-    order: Order,
-    event_ids: &[Option<String>],
-) -> Vec<usize> {
-    let mut at = avail.to_vec();
-    match order {
-        Order::Stored => {}
-        Order::Timestamp => {
-            at.sort_by(|&a, &b| events[a].timestamp.total_cmp(&events[b].timestamp));
-        }
-        Order::TimestampId => at.sort_by(|&a, &b| {
-            events[a]
-                .timestamp
-                .total_cmp(&events[b].timestamp)
-                .then_with(|| event_ids.get(a).cmp(&event_ids.get(b)))
-        }),
-    }
-    at
-}
-
-/// The views at `at`, in that order.
-fn views_at(events: &[EventView], at: &[usize]) -> Vec<EventView> {
-    at.iter().map(|&i| events[i]).collect()
-}
-
-/// A copy of the session a selection may have been made over: the events
-/// stored before `fetched` (what the maker's `get_session` returned, loaded
-/// the store's way), then `own` (positions from `fetched` on, in storage
-/// order: what the maker appended to its copy itself); `unseen` are the
-/// other events stored from `fetched` to the compaction (appended by others
-/// meanwhile).
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Copy {
-    fetched: usize,
-    own: Vec<usize>,
-    unseen: Vec<usize>,
-}
-
-/// What google-adk would hand a summarizer over the copy, by each
-/// configured entry point whose selection's interval is `(start, end)` in
-/// `scope`: `(trigger, handed, seed)`, storage positions.
-fn replay_at(
-    s: &Session<'_>,
-    copy: &Copy,
-    order: Order,
-    settings: Settings,
-    bounds: (f64, f64),
-    scope: Option<Sym>,
-) -> Option<(Trigger, Vec<usize>, Option<usize>)> {
-    let (events, ids) = (s.events, s.ids);
-    let fetched: Vec<usize> = (0..copy.fetched).collect();
-    let mut at = loaded(events, &fetched, order, s.event_ids);
-    at.extend_from_slice(&copy.own);
-    let views = views_at(events, &at);
-    let live = rewind::apply_rewinds(&views);
-    let back = |v: &[usize]| -> Vec<usize> { v.iter().map(|&i| at[i]).collect() };
-    if let (Some(cfg), None) = (settings.sliding, scope) {
-        let unscoped: Vec<usize> = live
-            .iter()
-            .copied()
-            .filter(|&i| views[i].scope.is_none())
-            .collect();
-        let handed = window::sliding_window(&views, ids, &unscoped, cfg);
-        if let (Some(&first), Some(&last)) = (handed.first(), handed.last()) {
-            if (views[first].timestamp, views[last].timestamp) == bounds {
-                return Some((Trigger::SlidingWindow, back(&handed), None));
-            }
-        }
-    }
-    if let Some(retention) = settings.retention {
-        let scoped: Vec<usize> = live
-            .iter()
-            .copied()
-            .filter(|&i| views[i].scope == scope)
-            .collect();
-        let s = window::token_threshold_selection(&views, ids, &scoped, retention);
-        if let (Some(&first), Some(&last)) = (s.to_compact.first(), s.to_compact.last()) {
-            let start = match s.seed_from.and_then(|k| views[k].compaction) {
-                Some(c) if c.has_content && c.start.is_some() => c.start,
-                _ => Some(views[first].timestamp),
-            };
-            let seed = s.seed_from.filter(|&k| {
-                views[k]
-                    .compaction
-                    .is_some_and(|c| c.has_content && c.start.is_some())
-            });
-            if (start, Some(views[last].timestamp)) == (Some(bounds.0), Some(bounds.1)) {
-                return Some((
-                    Trigger::TokenThreshold,
-                    back(&s.to_compact),
-                    seed.map(|k| at[k]),
-                ));
-            }
-        }
-    }
-    None
-}
-
 /// The exact-mode record of each compaction event (`records`: position
 /// and stored JSON), validated against its bounds.
 fn read_records(
@@ -356,143 +221,6 @@ fn extent(at: usize, record: &Record, intern: &mut impl FnMut(&str) -> Option<Sy
         })
         .collect();
     Extent::new(at, record.start, record.end, holes)
-}
-
-/// A stored session as the audit reads it.
-#[derive(Clone, Copy)]
-pub struct Session<'a> {
-    /// The events in storage order.
-    pub events: &'a [EventView],
-    /// Their id arena.
-    pub ids: &'a [Sym],
-    /// Per event: its `content` holds parts (what a prompt would show).
-    pub has_parts: &'a [bool],
-    /// Per event: its `id`.
-    pub event_ids: &'a [Option<String>],
-    /// The exact-mode records stored: `(position, JSON)`.
-    pub records: &'a [(usize, serde_json::Value)],
-    /// The symbol of the author `"user"` (`None`: no event has it).
-    pub user: Option<Sym>,
-}
-
-/// The copies of the session the invocations stored last before position
-/// `k` may have held when one of them made the compaction there (the
-/// compaction event's own invocation id is a fresh one: it does not tell).
-///
-/// A run of an invocation (one `run_async` call, a resumed one included)
-/// fetches the session, appends the user's message first, and from then on
-/// sees only what it appends itself: its copy holds the events stored
-/// before its latest user-authored event (its latest run's start; its
-/// first event where it has none) and its own events since, and either no
-/// compaction stored since (another run wrote it) or every one (it wrote
-/// them itself). A run that appended nothing but the user's message made no
-/// compaction (it called no model), so such an invocation is no maker.
-fn copies(s: &Session<'_>, k: usize) -> Vec<Copy> {
-    let events = s.events;
-    let mut makers: Vec<Sym> = Vec::new();
-    for q in (0..k).rev().take(MAX_LOOKBACK) {
-        if let (Some(inv), None) = (events[q].invocation, events[q].compaction) {
-            if !makers.contains(&inv) && makers.len() < MAX_MAKERS {
-                makers.push(inv);
-            }
-        }
-    }
-    let mut out: Vec<Copy> = Vec::new();
-    for maker in makers {
-        let mine = |q: usize| events[q].invocation == Some(maker) && events[q].compaction.is_none();
-        let by_user = |q: usize| s.user.is_some() && events[q].author == s.user;
-        let Some(fetched) = (0..k)
-            .rev()
-            .find(|&q| mine(q) && by_user(q))
-            .or_else(|| (0..k).find(|&q| mine(q)))
-        else {
-            continue;
-        };
-        if !(fetched..events.len()).any(|q| mine(q) && !by_user(q)) {
-            continue;
-        }
-        for keep_compactions in [false, true] {
-            let (mut own, mut unseen) = (Vec::new(), Vec::new());
-            for q in fetched..k {
-                if mine(q) || keep_compactions && events[q].compaction.is_some() {
-                    own.push(q);
-                } else {
-                    unseen.push(q);
-                }
-            }
-            let copy = Copy {
-                fetched,
-                own,
-                unseen,
-            };
-            if !out.contains(&copy) {
-                out.push(copy);
-            }
-        }
-    }
-    out
-}
-
-/// One way a compaction reproduces: `(trigger, handed, seeds, copy)`.
-type Reading = (Trigger, Vec<usize>, Vec<usize>, Copy);
-
-/// The readings of the compaction at `k` over `(start, end)` in `scope`.
-///
-/// The makers' copies are tried first; the first that reproduces it is
-/// the reading when it leaves nothing out (the store as the maker held it:
-/// no other copy is plausible then). When it does leave events out, every
-/// other maker's copy that reproduces it is a reading too. Only when none
-/// does, the store as it stood right before the compaction is tried, then
-/// every shorter prefix (a selection made there, the rest appended while
-/// the summarizer ran), all that reproduce it being readings.
-fn readings_of(
-    s: &Session<'_>,
-    k: usize,
-    order: Order,
-    settings: Settings,
-    bounds: (f64, f64),
-    scope: Option<Sym>,
-) -> Vec<Reading> {
-    let mut out: Vec<Reading> = Vec::new();
-    let push = |out: &mut Vec<Reading>, copy: Copy| {
-        if let Some((trigger, handed, seed)) = replay_at(s, &copy, order, settings, bounds, scope) {
-            let seeds: Vec<usize> = seed.into_iter().collect();
-            if !out.iter().any(|(_, h, z, _)| *h == handed && *z == seeds) {
-                out.push((trigger, handed, seeds, copy));
-            }
-        }
-    };
-    for copy in copies(s, k) {
-        push(&mut out, copy);
-        if out.len() == 1 && out[0].3.unseen.is_empty() {
-            return out;
-        }
-    }
-    if !out.is_empty() {
-        return out;
-    }
-    push(
-        &mut out,
-        Copy {
-            fetched: k,
-            own: Vec::new(),
-            unseen: Vec::new(),
-        },
-    );
-    if !out.is_empty() {
-        return out;
-    }
-    for p in (k.saturating_sub(MAX_LOOKBACK)..k).rev() {
-        push(
-            &mut out,
-            Copy {
-                fetched: p,
-                own: Vec::new(),
-                unseen: (p..k).collect(),
-            },
-        );
-    }
-    out
 }
 
 /// Audits one session: `intern` gives the symbol of an invocation id (for

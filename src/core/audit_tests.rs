@@ -1,6 +1,7 @@
 //! Tests of `core::audit`.
 
 use super::*;
+use crate::core::window::SlidingWindow;
 use crate::core::CompactionView;
 
 fn raw(t: f64, inv: Sym) -> EventView {

@@ -14,6 +14,7 @@ pub mod index;
 pub mod json_size;
 pub mod ranges;
 pub mod recover;
+pub mod replay;
 pub mod rewind;
 pub mod slot_table;
 pub mod stored;
