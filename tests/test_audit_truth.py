@@ -26,7 +26,17 @@ from google.adk.runners import Runner
 from google.adk.sessions.base_session_service import BaseSessionService
 from google.adk.tools.long_running_tool import LongRunningFunctionTool
 from google.genai import types
-from ground_truth import KINDS, SESSION, USER, Written, config_with, dump, send, write
+from ground_truth import (
+    KINDS,
+    SESSION,
+    USER,
+    Converse,
+    Written,
+    config_with,
+    dump,
+    send,
+    write,
+)
 from runner_harness import stepped_clock
 from test_exact_scenarios import BranchLlm
 
@@ -71,6 +81,17 @@ def assert_truth(written: Written, settings: dict[str, int]) -> dict[str, Any]:
     assert undecidable == set(), f"undecided {sorted(undecidable)} in the {where}"
     assert report["summary"]["compactions"] > 0
     return report
+
+
+def chat(turns: int) -> Converse:
+    """A conversation of `turns` plain questions, one `run_async` each."""
+
+    async def converse(runner: Runner, service: BaseSessionService) -> None:
+        del service
+        for k in range(1, turns + 1):
+            await send(runner, f"<<u{k}>> tell me more")
+
+    return converse
 
 
 # -- an isolation scope beside the root scope -------------------------------------------
@@ -250,15 +271,9 @@ def parallel_app(name: str = "parallel") -> App:
     return App(name=name, root_agent=root, events_compaction_config=config)
 
 
-async def parallel_chat(runner: Runner, service: BaseSessionService) -> None:
-    del service
-    for k in range(1, 13):
-        await send(runner, f"<<u{k}>> tell me more")
-
-
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_parallel_agent(tmp_path: Path, kind: str) -> None:
-    written = write(kind, tmp_path, parallel_app(), parallel_chat)
+    written = write(kind, tmp_path, parallel_app(), chat(12))
     assert written.truth.hidden, "the scenario no longer hides anything"
     assert_truth(written, PARALLEL)
 
@@ -312,18 +327,12 @@ def tied_app(settings: dict[str, int], name: str) -> App:
     return App(name=name, root_agent=agent, events_compaction_config=config)
 
 
-async def tied_chat(runner: Runner, service: BaseSessionService) -> None:
-    del service
-    for k in range(1, 21):
-        await send(runner, f"<<u{k}>> tell me more")
-
-
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("trigger", list(TIED))
 def test_tied_timestamps(tmp_path: Path, kind: str, trigger: str) -> None:
     settings, ties = TIED[trigger]
     app = tied_app(settings, f"tied-{trigger}")
-    written = write(kind, tmp_path, app, tied_chat, clock=stepped_clock(0.25, ties))
+    written = write(kind, tmp_path, app, chat(20), clock=stepped_clock(0.25, ties))
     assert written.truth.hidden, "the scenario no longer hides anything"
     report = assert_truth(written, settings)
     causes = {e["cause"] for e in report["sessions"][0]["hidden"]}
@@ -361,12 +370,6 @@ def test_a_rewind(tmp_path: Path, kind: str) -> None:
 TICK = {"compaction_interval": 2, "overlap_size": 0}
 
 
-async def tick_chat(runner: Runner, service: BaseSessionService) -> None:
-    del service
-    for k in range(1, 25):
-        await send(runner, f"<<u{k}>> tell me more")
-
-
 def under_way_app(name: str = "under-way") -> App:
     llm = TaggingLlm(model="root", slow_delay=0.05)
     agent = LlmAgent(name="root", model=llm, instruction="Answer.")
@@ -391,18 +394,18 @@ async def under_way_chat(runner: Runner, service: BaseSessionService) -> None:
 SCENARIOS: dict[str, tuple[Any, Any, dict[str, int], Any, tuple[str, ...]]] = {
     "isolation": (isolation_app, isolation_chat, ISOLATION, None, KINDS),
     "resumed": (resumed_app, resumed_chat, RESUMED, None, KINDS),
-    "parallel": (parallel_app, parallel_chat, PARALLEL, None, KINDS),
+    "parallel": (parallel_app, chat(12), PARALLEL, None, KINDS),
     "overlap": (overlap_app, overlap_chat, OVERLAP, None, ("memory",)),
     "tied-both": (
         lambda name: tied_app(TIED["both"][0], name),
-        tied_chat,
+        chat(20),
         TIED["both"][0],
         lambda: stepped_clock(0.25, TIED["both"][1]),
         KINDS,
     ),
     "tied-token": (
         lambda name: tied_app(TIED["token_threshold"][0], name),
-        tied_chat,
+        chat(20),
         TIED["token_threshold"][0],
         lambda: stepped_clock(0.25, TIED["token_threshold"][1]),
         KINDS,
@@ -412,7 +415,7 @@ SCENARIOS: dict[str, tuple[Any, Any, dict[str, int], Any, tuple[str, ...]]] = {
     # event a sliding-window summary was made over, stored after it.
     "coarse-clock": (
         lambda name: tied_app(TICK, name),
-        tick_chat,
+        chat(24),
         TICK,
         lambda: stepped_clock(0.25, 12),
         KINDS,
