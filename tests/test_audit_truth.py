@@ -388,6 +388,63 @@ async def under_way_chat(runner: Runner, service: BaseSessionService) -> None:
         )
 
 
+# -- a compacted call put back by google-adk's call recovery ----------------------------
+
+RECOVERED = {"compaction_interval": 2, "overlap_size": 0}
+
+
+def start_ticket(job: str) -> dict[str, Any]:
+    """Starts a job and answers with a ticket; its result is posted later."""
+    return {"status": "pending", "ticket": job}
+
+
+# The tool the scripted model calls when asked to call the job.
+start_ticket.__name__ = "start_job"
+
+
+def recovered_app(name: str = "recovered") -> App:
+    agent = LlmAgent(
+        name="root",
+        model=TaggingLlm(model="root"),
+        instruction="Answer.",
+        tools=[lookup, LongRunningFunctionTool(func=start_ticket)],
+    )
+    config = config_with(RECOVERED, TaggingLlm(model="summarizer"))
+    return App(name=name, root_agent=agent, events_compaction_config=config)
+
+
+async def recovered_chat(runner: Runner, service: BaseSessionService) -> None:
+    # A long-running call answered at once with a placeholder (its ticket):
+    # the sliding window summarizes the call with it. The real result,
+    # posted back later, is stored after the summary, so google-adk's
+    # `_recover_compacted_function_calls` puts the summarized call back into
+    # the prompt raw (in the summary and raw: duplicated).
+    await send(runner, "<<u1>> tell me more")
+    await send(runner, "<<u2>> tell me more")
+    await send(runner, "<<u3>> please call the job")
+    for k in range(4, 8):
+        await send(runner, f"<<u{k}>> tell me more")
+    session = await service.get_session(app_name=runner.app_name, user_id=USER, session_id=SESSION)
+    assert session is not None
+    (call,) = [c for e in session.events for c in e.get_function_calls() if c.name == "start_job"]
+    response = types.FunctionResponse(
+        id=call.id, name="start_job", response={"result": "<<r3>> the job is done"}
+    )
+    await send(runner, types.Content(role="user", parts=[types.Part(function_response=response)]))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_call_put_back_by_call_recovery(tmp_path: Path, kind: str) -> None:
+    written = write(kind, tmp_path, recovered_app(), recovered_chat)
+    (call,) = [
+        e
+        for e in written.truth.events
+        if any(c.name == "start_job" for c in e.get_function_calls())
+    ]
+    assert written.truth.duplicated == {call.id}, dump(written.truth.events)
+    assert_truth(written, RECOVERED)
+
+
 # -- written in exact mode: nothing lost for plain google-adk, nothing for the audit ----
 
 #: name -> (app factory, conversation, settings, clock, store kinds).
@@ -421,6 +478,7 @@ SCENARIOS: dict[str, tuple[Any, Any, dict[str, int], Any, tuple[str, ...]]] = {
         KINDS,
     ),
     "under-way": (under_way_app, under_way_chat, OVERLAP, None, ("memory",)),
+    "recovered": (recovered_app, recovered_chat, RECOVERED, None, KINDS),
 }
 
 EXACT_CASES = [

@@ -80,10 +80,14 @@ def test_bytes_and_str_read_alike_and_bad_rows_are_declined_by_position() -> Non
 def test_the_audit_agrees_with_google_adks_prompt_on_what_it_hides() -> None:
     # Whatever the audit calls hidden is absent from the prompt google-adk
     # builds for the event's isolation scope (`_get_contents` keeps the
-    # scope's live events, then filters compaction over them); whatever it
-    # calls duplicated is in it, raw; its prompt size is the root scope's.
+    # scope's live events, filters compaction over them, then puts back a
+    # compacted call whose response survives); whatever it calls duplicated
+    # is in it, raw; its prompt size is the root scope's.
     from google.adk.events._rewind_events import _apply_rewinds
-    from google.adk.flows.llm_flows.context._compaction import _process_compaction_events
+    from google.adk.flows.llm_flows.context._compaction import (
+        _process_compaction_events,
+        _recover_compacted_function_calls,
+    )
 
     stored = [_stored(events) for events in SESSIONS]
     audits = _native.audit_stored(stored, "stored", 3, 1, None, 4)
@@ -97,7 +101,8 @@ def test_the_audit_agrees_with_google_adks_prompt_on_what_it_hides() -> None:
         raw: set[int] = set()
         sizes: dict[str | None, int] = {}
         for scope in dict.fromkeys(e.isolation_scope for e in live):
-            prompt = _process_compaction_events([e for e in live if e.isolation_scope == scope])
+            scoped = [e for e in live if e.isolation_scope == scope]
+            prompt = _recover_compacted_function_calls(_process_compaction_events(scoped), scoped)
             sizes[scope] = len(prompt)
             raw |= {position[id(e)] for e in prompt if id(e) in position}
         assert audit["events"] == len(rows)

@@ -30,6 +30,7 @@ use super::coverage::{self, Coverage};
 use super::event::{EventView, Sym};
 use super::exact::{Extent, Hole, Record};
 use super::filter::{self, Item};
+use super::recover::{self, Recovered};
 use super::replay::{loaded, readings_of, views_at};
 pub use super::replay::{Order, Session, Settings, Trigger};
 use super::rewind;
@@ -378,15 +379,18 @@ pub fn audit(
         } else {
             filter::process_compaction_events(&scoped).map_err(|e| e.to_string())
         };
-        let items = match items {
-            Ok(items) => items,
+        let (items, injected) = match items.and_then(|items| {
+            let injected = recovered(&scoped, &items, ids)?;
+            Ok((items, injected))
+        }) {
+            Ok(found) => found,
             Err(e) => {
                 prompt_error.get_or_insert(e);
                 continue;
             }
         };
         if scope.is_none() {
-            prompt_size = items.len();
+            prompt_size = items.len() + injected.len();
         }
         let to_stored = |q: usize| at[mine[q]];
         let mut raw_in_prompt = vec![false; n];
@@ -396,6 +400,9 @@ pub fn audit(
                 Item::Raw(q) => raw_in_prompt[to_stored(q)] = true,
                 Item::Summary(q) => surviving.push(to_stored(q)),
             }
+        }
+        for &q in &injected {
+            raw_in_prompt[to_stored(q)] = true;
         }
         let summarized = |input: &[Vec<bool>]| {
             let mut out: Vec<Option<usize>> = vec![None; n];
@@ -489,6 +496,39 @@ pub fn audit(
 /// Whether a configured entry point is due on the whole session (`views`,
 /// loaded, `live` after rewinds) and selects nothing: the trigger and the
 /// events it would consider (positions in `views`).
+/// The events of `scoped` (a scope's live events, loaded) that google-adk's
+/// `_recover_compacted_function_calls` puts back into the prompt `items`
+/// raw: a function call compaction removed while a response to it survives
+/// (a long-running call's result posted back after the call was
+/// summarized), with its compacted sibling responses. `Err`: what
+/// google-adk would raise.
+fn recovered(scoped: &[EventView], items: &[Item], ids: &[Sym]) -> Result<Vec<usize>, String> {
+    let prompt: Vec<EventView> = items
+        .iter()
+        .map(|item| match *item {
+            Item::Raw(q) => scoped[q],
+            // A summary is a new Event: an identity of its own (stored
+            // events are identified by storage position), no calls or
+            // responses.
+            Item::Summary(q) => EventView {
+                ident: u64::MAX - q as u64,
+                timestamp: scoped[q].timestamp,
+                ..EventView::default()
+            },
+        })
+        .collect();
+    let out = recover::recover_compacted_function_calls(&prompt, scoped, ids)
+        .map_err(|e| e.to_string())?;
+    Ok(out
+        .into_iter()
+        .flatten()
+        .filter_map(|r| match r {
+            Recovered::Injected(j) => Some(j),
+            Recovered::Kept(_) => None,
+        })
+        .collect())
+}
+
 fn stall(
     ids: &[Sym],
     views: &[EventView],

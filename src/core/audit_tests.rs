@@ -51,6 +51,16 @@ fn run_with(
     settings: Settings,
 ) -> Audit {
     let intern = |text: &str| text.strip_prefix("inv-").and_then(|n| n.parse().ok());
+    // Identified by storage position, as the stored reader identifies them.
+    let events: Vec<EventView> = events
+        .iter()
+        .enumerate()
+        .map(|(i, e)| EventView {
+            ident: i as u64,
+            ..*e
+        })
+        .collect();
+    let events = &events[..];
     let parts = vec![true; events.len()];
     let event_ids: Vec<Option<String>> = (0..events.len())
         .map(|i| Some(format!("e{i:03}")))
@@ -316,9 +326,10 @@ fn an_event_of_another_scope_is_in_its_own_scope_s_prompt() {
     let a = run(&events, Order::Stored, sliding(2, 0));
     assert!(a.compactions[0].known);
     assert_eq!(a.hidden, vec![]);
-    assert_eq!(a.prompt_size, 1); // the root scope's: the summary
-                                  // A compaction of that scope over it hides it from its scope's prompt
-                                  // only when that compaction was not handed it.
+    // The root scope's prompt: the summary.
+    assert_eq!(a.prompt_size, 1);
+    // A compaction of that scope over it hides it from its scope's prompt
+    // only when that compaction was not handed it.
     let mut own = compaction(2.3, 1.4, 1.6);
     own.scope = Some(9);
     let events = [events, vec![own]].concat();
@@ -421,4 +432,45 @@ fn readings_that_disagree_leave_an_event_undecidable() {
         a.undecidable,
         vec![undecided(2), undecided(3), undecided(4)]
     );
+}
+
+#[test]
+fn a_call_put_back_by_call_recovery_is_duplicated() {
+    use crate::core::event::Span;
+    // Invocation 1's long-running call is answered at once by a
+    // placeholder; the sliding window summarizes both with invocation 2.
+    // The real result, stored after the summary, survives raw, so
+    // google-adk's `_recover_compacted_function_calls` puts the call back
+    // into the prompt: raw and in the summary's input.
+    let ids = [42];
+    let mut call = raw(1.0, 1);
+    call.calls = Span { start: 0, len: 1 };
+    call.long_running = Span { start: 0, len: 1 };
+    let mut placeholder = raw(1.1, 1);
+    placeholder.responses = Span { start: 0, len: 1 };
+    placeholder.has_responses = true;
+    let mut result = raw(3.0, 1);
+    result.responses = Span { start: 0, len: 1 };
+    result.has_responses = true;
+    let events = [
+        call,
+        placeholder,
+        raw(2.0, 2),
+        raw(2.1, 2),
+        compaction(2.2, 1.0, 2.1),
+        result,
+    ];
+    let a = run_with(&events, &ids, &[], Order::Stored, sliding(2, 0));
+    assert!(a.compactions[0].known);
+    assert_eq!(a.compactions[0].handed, vec![0, 1, 2, 3]);
+    assert_eq!(
+        a.duplicated,
+        vec![Duplicated {
+            position: 0,
+            compaction: 4
+        }]
+    );
+    assert!(a.hidden.is_empty(), "{:?}", a.hidden);
+    // The prompt: the summary, the call put back, the result.
+    assert_eq!(a.prompt_size, 3);
 }
