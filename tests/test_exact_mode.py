@@ -317,17 +317,19 @@ def test_a_reply_of_an_invocation_under_way_is_not_hidden() -> None:
 
 
 def test_exact_mode_knows_the_invocations_under_way() -> None:
-    # install(mode="exact") wraps Runner.run_async so that a compaction knows
+    # install(mode="exact") wraps Runner.run_async (and run_live) so that a compaction knows
     # which other invocations of its session are under way; each leaves
     # when its generator finishes, fails or is closed early, and
     # uninstall() puts google-adk's method back.
     from adk_fastcompact import _underway
 
     original = Runner.__dict__["run_async"]
+    live = Runner.__dict__["run_live"]
     adk_fastcompact.uninstall()
     assert adk_fastcompact.install(mode="exact") is True
     try:
         assert Runner.__dict__["run_async"] is not original
+        assert Runner.__dict__["run_live"] is not live
         llm = TaggingLlm(model="root", slow_delay=0.05)
         app = App(name="exact", root_agent=LlmAgent(name="root", model=llm, instruction="Answer."))
 
@@ -372,3 +374,4 @@ def test_exact_mode_knows_the_invocations_under_way() -> None:
     finally:
         adk_fastcompact.uninstall()
     assert Runner.__dict__["run_async"] is original
+    assert Runner.__dict__["run_live"] is live

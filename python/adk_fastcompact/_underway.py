@@ -10,8 +10,9 @@ google-adk, which hides every raw event stamped inside them, hides none of
 those (docs/exact-mode.md, "How plain google-adk reads a session written in
 exact mode").
 
-`install(mode="exact")` wraps `Runner.run_async` (`hook`): each call is an
-invocation of one session (`app_name`, `user_id`, `session_id`), entered
+`install(mode="exact")` wraps `Runner.run_async` and `Runner.run_live`
+(`hook`): each call is an invocation of one session (`app_name`,
+`user_id`, `session_id`), entered
 here with the clock reading at its start (every event it makes is stamped
 at or after it) and left when the call's generator finishes, fails or is
 closed. While the invocation's own code runs (and in the tasks it starts),
@@ -88,19 +89,20 @@ def running() -> int:
         return sum(len(entries) for entries in _running.values())
 
 
-def hook() -> Callable[[], None]:
-    """Wraps `Runner.run_async` so that each call is entered as an
-    invocation under way for as long as its generator runs; returns what
-    undoes it."""
-    from google.adk.runners import Runner
-
-    original = Runner.__dict__["run_async"]
+def _tracked(original: Callable[..., Any]) -> Callable[..., Any]:
+    """`original` (a Runner method returning an async generator of one
+    invocation's events, keyed by `user_id` and `session_id` or a `session`)
+    entered as an invocation under way for as long as its generator runs."""
 
     @functools.wraps(original)
-    async def run_async(self: Any, *args: Any, **kwargs: Any) -> AsyncGenerator[Any, None]:
-        entry = _begin(
-            (getattr(self, "app_name", None), kwargs.get("user_id"), kwargs.get("session_id"))
+    async def tracked(self: Any, *args: Any, **kwargs: Any) -> AsyncGenerator[Any, None]:
+        session = kwargs.get("session")
+        key = (
+            getattr(self, "app_name", None),
+            kwargs.get("user_id") or getattr(session, "user_id", None),
+            kwargs.get("session_id") or getattr(session, "id", None),
         )
+        entry = _begin(key)
         inner = original(self, *args, **kwargs)
         try:
             while True:
@@ -122,10 +124,31 @@ def hook() -> Callable[[], None]:
                 _current.reset(token)
                 _end(entry)
 
-    Runner.run_async = run_async  # type: ignore[method-assign]
+    return tracked
+
+
+#: The Runner methods that run one invocation of a session.
+_ENTRY_POINTS = ("run_async", "run_live")
+
+
+def hook() -> Callable[[], None]:
+    """Wraps `Runner.run_async` and `Runner.run_live` so that each call is
+    entered as an invocation under way for as long as its generator runs;
+    returns what undoes it."""
+    from google.adk.runners import Runner
+
+    done: list[tuple[str, Any, Any]] = []
+    for name in _ENTRY_POINTS:
+        original = Runner.__dict__.get(name)
+        if original is None:
+            continue
+        wrapper = _tracked(original)
+        setattr(Runner, name, wrapper)
+        done.append((name, original, wrapper))
 
     def undo() -> None:
-        if Runner.__dict__.get("run_async") is run_async:
-            Runner.run_async = original  # type: ignore[method-assign]
+        for name, original, wrapper in done:
+            if Runner.__dict__.get(name) is wrapper:
+                setattr(Runner, name, original)
 
     return undo
