@@ -656,3 +656,82 @@ def test_a_response_tied_with_the_retained_tail_keeps_its_call() -> None:
         turns=(Turn(kind="tool", timing=("next", "next", "next", "tie"), heavy=True),),
     )
     assert_holds(converse(case, "exact"))
+
+
+def test_a_sibling_branch_s_append_during_the_summary_is_a_hole() -> None:
+    # A ParallelAgent's branches share their invocation's copy of the
+    # session: while one branch's tail-retention summary is written, the
+    # other appends an event to that very copy, stamped inside the window.
+    # The selection did not see it and the store re-read finds it in the
+    # copy, so it must be named as a hole (before, it was neither a hole nor
+    # foreign: covered by a summary that never saw it, lost).
+    adk_fastcompact.uninstall()
+    assert adk_fastcompact.install(mode="exact") is True
+    sibling_tag = "e99"
+
+    async def main() -> list[Event]:
+        service = InMemorySessionService()
+        await service.create_session(app_name=APP, user_id=USER, session_id=SESSION)
+        session = await service.get_session(app_name=APP, user_id=USER, session_id=SESSION)
+        assert session is not None
+        heavy = types.GenerateContentResponseUsageMetadata(prompt_token_count=10**6)
+        for k, (author, role) in enumerate((("user", "user"), ("root", "model")) * 2):
+            await service.append_event(
+                session=session,
+                event=Event(
+                    invocation_id="inv-1",
+                    author=author,
+                    timestamp=1_000_000.0 + k,
+                    content=types.Content(role=role, parts=[_part_text(f"e{k}", 2, 0)]),
+                    usage_metadata=heavy if role == "model" else None,
+                ),
+            )
+
+        async def sibling() -> None:
+            await service.append_event(
+                session=session,
+                event=Event(
+                    invocation_id="inv-1",
+                    author="other",
+                    branch="par.other",
+                    timestamp=1_000_001.5,
+                    content=types.Content(role="model", parts=[_part_text(sibling_tag, 2, 0)]),
+                ),
+            )
+
+        llm = TaggingLlm(model="summarizer", summary_chars=30)
+        config = EventsCompactionConfig(
+            summarizer=Interleaved(LlmEventSummarizer(llm=llm), sibling),
+            token_threshold=10,
+            event_retention_size=0,
+        )
+        agent = LlmAgent(name="root", model=TaggingLlm(model="root"), instruction="Answer.")
+        assert await adk_prompt._run_compaction_for_token_threshold_config(
+            config=config,
+            session=session,
+            session_service=service,
+            agent=agent,
+            agent_name="root",
+            current_branch=None,
+            isolation_scope=None,
+        )
+        return list(service.sessions[APP][USER][SESSION].events)
+
+    try:
+        with warnings.catch_warnings():
+            for category, message in EXPECTED_WARNINGS:
+                warnings.filterwarnings("ignore", message=message, category=category)
+            with deterministic(Clock().read):
+                events = asyncio.run(main())
+        (compaction,) = [e for e in events if e.actions and e.actions.compaction]
+        sibling_event = next(e for e in events if sibling_tag in event_tags(e))
+        assert events.index(sibling_event) < events.index(compaction)
+        record = _exact.read_record(compaction)
+        assert record is not None
+        micros = round(sibling_event.timestamp * 1e6)
+        assert any(h["i"] == "inv-1" and abs(h["t"] - micros) <= 1 for h in record["holes"]), record
+        # Exact mode's prompt keeps it raw beside the summary.
+        prompt = adk_prompt._process_compaction_events(events, "root")
+        assert any(e is sibling_event for e in prompt)
+    finally:
+        adk_fastcompact.uninstall()

@@ -146,16 +146,20 @@ async def _stored_events(session: Any, session_service: Any, since: float) -> li
     return stored.events
 
 
-def _foreign(session: Any, stored: list[Event]) -> list[Event]:
-    """The events of `stored` that this invocation's copy of the session
-    lacks (appended by another invocation), compared by id."""
+def _foreign(session: Any, stored: list[Event], seen: int) -> list[Event]:
+    """The events the selection (made when this invocation's copy of the
+    session held `seen` events) did not see: those appended to the copy
+    since (by a branch running beside this one in the same invocation, a
+    `ParallelAgent`'s, which shares the copy), and those of `stored` the
+    copy lacks (appended by another invocation), compared by id."""
+    late = list(session.events[seen:])
     if stored is session.events:
-        return []
+        return late
     positions = _native.exact_foreign(session.events, stored)
     if positions is not None:
-        return [stored[i] for i in positions]
+        return [*late, *(stored[i] for i in positions)]
     known = {event.id for event in session.events}
-    return [event for event in stored if event.id not in known]
+    return [*late, *(event for event in stored if event.id not in known)]
 
 
 async def _recorded(
@@ -169,14 +173,17 @@ async def _recorded(
     since: float,
     scope: str | None,
     selection: Any,
+    seen: int,
     branched: bool = False,
 ) -> Event | None:
     """`compaction_event` with its coverage record and plain-safe bounds, or
     None when it must not be appended.
 
-    The session is re-read first: events the store holds that this
-    invocation's copy lacks (appended by another invocation while the
-    summarizer ran) are named as holes, and a compaction another invocation
+    The session is re-read first: events the selection did not see (the
+    store holds them and this invocation's copy lacks them, appended by
+    another invocation while the summarizer ran; or a sibling branch
+    appended them to the copy after the selection, `seen` being its length
+    then) are named as holes, and a compaction another invocation or branch
     wrote meanwhile in the same scope makes this one redundant or
     conflicting, so it is dropped (the next turn selects again). The plain
     bounds end below the earliest stamp an event stored later can carry
@@ -191,7 +198,7 @@ async def _recorded(
     if stored is None:
         return None
     foreign: list[tuple[str, float]] = []
-    for event in _foreign(session, stored):
+    for event in _foreign(session, stored, seen):
         if event.isolation_scope != scope:
             continue
         if event.actions and event.actions.compaction:
@@ -230,6 +237,7 @@ async def run_compaction_for_sliding_window(
     # events read when no sliding window is configured) and used if the
     # token-threshold path leaves the session as it was.
     selected = None
+    seen = len(session.events)
     if not sliding:
         selected = _native.exact_sliding_window(session.events, 0, 0, select=False)
     elif _is_int(config.compaction_interval) and _is_int(config.overlap_size):
@@ -282,6 +290,7 @@ async def run_compaction_for_sliding_window(
         handed=handed,
         seeds=(),
         since=since,
+        seen=seen,
         scope=None,
         selection=handle,
     )
@@ -351,6 +360,7 @@ async def run_compaction_for_token_threshold_config(
     if config.token_threshold is None or config.event_retention_size is None:
         return False
     selected = None
+    seen = len(session.events)
     if _is_int(config.event_retention_size) and _is_int(config.token_threshold):
         selected = _native.exact_token_threshold(
             session.events,
@@ -411,6 +421,7 @@ async def run_compaction_for_token_threshold_config(
         handed=window,
         seeds=seeds,
         since=since,
+        seen=seen,
         scope=isolation_scope,
         selection=handle,
         # Mid-invocation: a branch's siblings may be under way beside it.
