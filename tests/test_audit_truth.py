@@ -445,6 +445,25 @@ def test_a_call_put_back_by_call_recovery(tmp_path: Path, kind: str) -> None:
     assert_truth(written, RECOVERED)
 
 
+# -- a ParallelAgent's tool rounds under tail retention ---------------------------------
+
+PARALLEL_TOOLS = {"token_threshold": 60, "event_retention_size": 0}
+
+
+def parallel_tools_app(name: str = "parallel-tools") -> App:
+    # Each branch compacts before each of its model calls while the other's
+    # call (its reply stamped when the call began) is under way.
+    app = parallel_app(name)
+    config = config_with(PARALLEL_TOOLS, TaggingLlm(model="summarizer"))
+    return app.model_copy(update={"events_compaction_config": config})
+
+
+async def parallel_tools_chat(runner: Runner, service: BaseSessionService) -> None:
+    del service
+    for k in range(1, 10):
+        await send(runner, f"<<u{k}>> please call the tool")
+
+
 # -- written in exact mode: nothing lost for plain google-adk, nothing for the audit ----
 
 #: name -> (app factory, conversation, settings, clock, store kinds).
@@ -479,6 +498,9 @@ SCENARIOS: dict[str, tuple[Any, Any, dict[str, int], Any, tuple[str, ...]]] = {
     ),
     "under-way": (under_way_app, under_way_chat, OVERLAP, None, ("memory",)),
     "recovered": (recovered_app, recovered_chat, RECOVERED, None, KINDS),
+    # A sibling's call stored after a branch's summary, stamped before it
+    # (SQL stores load by timestamp, so it loads before the summary).
+    "parallel-tools": (parallel_tools_app, parallel_tools_chat, PARALLEL_TOOLS, None, KINDS),
 }
 
 EXACT_CASES = [

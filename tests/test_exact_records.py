@@ -341,8 +341,14 @@ def test_events_another_invocation_appended_are_found_by_id() -> None:
     _native.exact_prompt(session.events, lambda event: event)
     foreign = _raw("inv-x", 1.5)
     stored += [foreign, copy.deepcopy(stored[0])]
-    assert _exact_mode._foreign(session, stored) == [foreign]
-    assert _exact_mode._foreign(session, session.events) == []
+    seen = len(session.events)
+    assert _exact_mode._foreign(session, stored, seen) == [foreign]
+    assert _exact_mode._foreign(session, session.events, seen) == []
+    # One appended to this very copy after the selection (a sibling branch's).
+    sibling = _raw("inv-a", 2.5)
+    session.events.append(sibling)
+    assert _exact_mode._foreign(session, session.events, seen) == [sibling]
+    assert _exact_mode._foreign(session, stored, seen) == [sibling, foreign]
     # A list that does not go through the index: the caller compares ids.
     assert _native.exact_foreign([], stored) is None
 

@@ -361,6 +361,12 @@ async def run_compaction_for_token_threshold_config(
         return False
     selected = None
     seen = len(session.events)
+    # From a branch, a sibling's event not yet stored (a reply is stamped
+    # when its call began) may carry any stamp from this invocation's start
+    # on, and a store that loads by timestamp puts it before the compaction:
+    # the summary stops below that (`_underway.ceiling`).
+    branched = current_branch is not None
+    floor = _underway.ceiling(session, own=True) if branched else math.inf
     if _is_int(config.event_retention_size) and _is_int(config.token_threshold):
         selected = _native.exact_token_threshold(
             session.events,
@@ -368,6 +374,7 @@ async def run_compaction_for_token_threshold_config(
             config.event_retention_size,
             agent_name,
             config.token_threshold,
+            floor,
         )
     if selected is None:
         return bool(
@@ -425,7 +432,7 @@ async def run_compaction_for_token_threshold_config(
         scope=isolation_scope,
         selection=handle,
         # Mid-invocation: a branch's siblings may be under way beside it.
-        branched=current_branch is not None,
+        branched=branched,
     )
     if recorded is None:
         return False

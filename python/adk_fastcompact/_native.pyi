@@ -177,11 +177,16 @@ def exact_token_threshold(
     event_retention_size: int,
     agent_name: str,
     token_threshold: int,
+    floor: float = ...,
 ) -> (
     tuple[list[Event], list[Event], int | None, list[int], list[int], float, list[tuple[int, str]]]
     | None
 ):
     """Exact mode's tail-retention selection over a session's `events`.
+
+    `floor` is the earliest stamp an event not yet stored may carry (default
+    `math.inf`: none); the candidates from the first stamped at or after it
+    on stay raw, so the summary's interval ends below it.
 
     Returns:
       `(rewound, events, count, window, seeds, since, problems, selection)`: the

@@ -364,19 +364,27 @@ pub struct TokenPlan {
 
 /// Token-threshold (tail-retention) selection in exact mode over `events`
 /// (rewound and scoped): the candidates are the raw events no compaction
-/// covers; the last `retention` of them stay raw, and of the rest every
-/// group [`compactable`] allows (the tail counts as raw elsewhere, so a
-/// response kept in the tail keeps its call). Every surviving summary seeds
-/// the new one. `None` when there is nothing to summarize and at most one
-/// summary to roll.
+/// covers; the last `retention` of them stay raw, and so do those from the
+/// first one stamped at or after `floor` on (the earliest stamp an event
+/// not yet stored may carry: a store that loads by timestamp puts such an
+/// event before the compaction, so the interval must end below it); of the
+/// rest every group [`compactable`] allows (the tail counts as raw
+/// elsewhere, so a response kept in the tail keeps its call). Every
+/// surviving summary seeds the new one. `None` when there is nothing to
+/// summarize and at most one summary to roll.
 pub fn token(
     events: &[EventView],
     ids: &[Sym],
     cov: &Coverage,
     retention: usize,
+    floor: f64,
 ) -> Option<TokenPlan> {
     let candidates = uncovered(events, cov);
-    let split = candidates.len().saturating_sub(retention);
+    let unstamped = candidates
+        .iter()
+        .position(|&p| events[p].timestamp >= floor)
+        .unwrap_or(candidates.len());
+    let split = candidates.len().saturating_sub(retention).min(unstamped);
     let (head, tail) = candidates.split_at(split);
     let seeds = cov.surviving_events();
     let window = settle(events, cov, &seeds, |forced| {
@@ -549,7 +557,7 @@ mod tests {
         s.raw(4.0, 1);
         let cov = s.cover(Vec::new());
         // Retaining the last two keeps the response; its call stays too.
-        let plan = token(&s.events, &s.ids, &cov, 2).unwrap();
+        let plan = token(&s.events, &s.ids, &cov, 2, f64::INFINITY).unwrap();
         assert_eq!(plan.window, vec![0]);
         assert!(!plan.window.contains(&call) && !plan.window.contains(&response));
     }
@@ -565,7 +573,7 @@ mod tests {
         s.response(1.0, 1, 7);
         s.raw(1.0, 1);
         let cov = s.cover(Vec::new());
-        let plan = token(&s.events, &s.ids, &cov, 1).unwrap();
+        let plan = token(&s.events, &s.ids, &cov, 1, f64::INFINITY).unwrap();
         assert_eq!(plan.window, vec![0]);
         // The same tie without a call: the tied event alone stays raw.
         let mut s = Session::default();
@@ -573,7 +581,12 @@ mod tests {
         s.raw(1.0, 1);
         s.raw(1.0, 1);
         let cov = s.cover(Vec::new());
-        assert_eq!(token(&s.events, &s.ids, &cov, 1).unwrap().window, vec![0]);
+        assert_eq!(
+            token(&s.events, &s.ids, &cov, 1, f64::INFINITY)
+                .unwrap()
+                .window,
+            vec![0]
+        );
         // Tied in time but of another invocation: no key names it.
         let mut s = Session::default();
         s.raw(0.5, 1);
@@ -581,7 +594,9 @@ mod tests {
         s.raw(1.0, 2);
         let cov = s.cover(Vec::new());
         assert_eq!(
-            token(&s.events, &s.ids, &cov, 1).unwrap().window,
+            token(&s.events, &s.ids, &cov, 1, f64::INFINITY)
+                .unwrap()
+                .window,
             vec![0, 1]
         );
     }
@@ -613,7 +628,7 @@ mod tests {
         s.raw(5.0, 2);
         let tied = s.raw(2.0, 1);
         let cov = s.cover(vec![Extent::new(seed, 1.0, 2.0, Vec::new())]);
-        let plan = token(&s.events, &s.ids, &cov, 1).unwrap();
+        let plan = token(&s.events, &s.ids, &cov, 1, f64::INFINITY).unwrap();
         assert_eq!(
             (plan.window.clone(), plan.seeds.clone()),
             (vec![3], vec![seed])
@@ -675,7 +690,7 @@ mod tests {
         let at = s.compaction(6.5, 0.0, 3.0);
         s.raw(7.0, 2);
         let cov = s.cover(vec![Extent::new(at, 0.0, 3.0, Vec::new())]);
-        let plan = token(&s.events, &s.ids, &cov, 1).unwrap();
+        let plan = token(&s.events, &s.ids, &cov, 1, f64::INFINITY).unwrap();
         assert_eq!(plan.window, vec![4, 5]);
         assert_eq!(plan.seeds, vec![at]);
         // The rolled record stands for the seed's events: no holes.
@@ -717,6 +732,31 @@ mod tests {
     }
 
     #[test]
+    fn tail_retention_keeps_raw_what_a_later_event_may_be_stamped_before() {
+        // An invocation under way (a sibling branch's reply not yet stored)
+        // may store an event stamped from 3.0 on; a store that loads by
+        // timestamp would put it before the compaction: the window stops
+        // before the first candidate stamped from then on.
+        let mut s = Session::default();
+        for (t, inv) in [(1.0, 1), (2.0, 1), (3.0, 2), (4.0, 2), (2.5, 2)] {
+            s.raw(t, inv);
+        }
+        let cov = s.cover(Vec::new());
+        let all = token(&s.events, &s.ids, &cov, 0, f64::INFINITY).unwrap();
+        assert_eq!(all.window, vec![0, 1, 2, 3, 4]);
+        let floored = token(&s.events, &s.ids, &cov, 0, 3.0).unwrap();
+        assert_eq!(floored.window, vec![0, 1]);
+        let w = write(&s.events, &cov, &floored.window, &floored.seeds).unwrap();
+        assert!(w.end < 3.0);
+        // Retention still applies below the floor.
+        assert_eq!(
+            token(&s.events, &s.ids, &cov, 4, 3.0).unwrap().window,
+            vec![0]
+        );
+        assert_eq!(token(&s.events, &s.ids, &cov, 0, 1.0), None);
+    }
+
+    #[test]
     fn several_summaries_roll_into_one() {
         let mut s = Session::default();
         s.raw(1.0, 1);
@@ -727,7 +767,7 @@ mod tests {
             Extent::new(a, 1.0, 1.0, Vec::new()),
             Extent::new(b, 2.0, 2.0, Vec::new()),
         ]);
-        let plan = token(&s.events, &s.ids, &cov, 0).unwrap();
+        let plan = token(&s.events, &s.ids, &cov, 0, f64::INFINITY).unwrap();
         assert_eq!(
             plan,
             TokenPlan {

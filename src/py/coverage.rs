@@ -565,13 +565,19 @@ type Token<'py> = (
 /// empty when nothing should be summarized, and without a look when the
 /// count is below `token_threshold`), the earliest timestamp the
 /// compaction can reach, and the records not used; `None` to decline.
+///
+/// `floor`: the earliest stamp an event not yet stored may carry (see
+/// `coverage::token`); candidates from the first stamped at or after it on
+/// stay raw.
 #[pyfunction]
+#[pyo3(signature = (events, isolation_scope, event_retention_size, agent_name, token_threshold, floor = f64::INFINITY))]
 pub fn exact_token_threshold<'py>(
     events: &Bound<'py, PyAny>,
     isolation_scope: &Bound<'py, PyAny>,
     event_retention_size: i64,
     agent_name: &Bound<'py, PyAny>,
     token_threshold: i64,
+    floor: f64,
 ) -> PyResult<Option<Token<'py>>> {
     let py = events.py();
     let run = || -> Extracted<Token<'py>> {
@@ -586,6 +592,7 @@ pub fn exact_token_threshold<'py>(
             scope,
             agent,
             threshold: token_threshold,
+            floor: floor.to_bits(),
         };
         let (a, list) = answer(events, isolation_scope, asked, |r| {
             let agent = r.loaded.ex.interner.optional(agent_name, "agent_name")?;
@@ -602,7 +609,8 @@ pub fn exact_token_threshold<'py>(
                 return Ok((Vec::new(), Vec::new(), count, f64::NEG_INFINITY));
             }
             let (views, ids, cov) = r.cover()?;
-            let plan = py.detach(|| guarded(|| Ok(coverage::token(views, ids, cov, retention))))?;
+            let plan =
+                py.detach(|| guarded(|| Ok(coverage::token(views, ids, cov, retention, floor))))?;
             let (window, seeds) = plan.map(|p| (p.window, p.seeds)).unwrap_or_default();
             let since = coverage::earliest(views, cov, &window, &seeds);
             let positions = |v: Vec<usize>| v.into_iter().map(|p| p as u32).collect();

@@ -132,12 +132,13 @@ pub enum ExactAsked {
     Live,
     /// A tail-retention selection: the retained events, the isolation
     /// scope and the agent name (`str` or `None`, compared by value), the
-    /// token threshold.
+    /// token threshold, and the floor (the bits of the `f64`).
     Token {
         retention: usize,
         scope: Option<Box<str>>,
         agent: Option<Box<str>>,
         threshold: i64,
+        floor: u64,
     },
 }
 
