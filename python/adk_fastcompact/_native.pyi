@@ -42,6 +42,7 @@ __all__ = [
     "prompt_chars_delta",
     "recover_compacted_function_calls",
     "sliding_window",
+    "stored_event",
     "token_threshold_selection",
 ]
 
@@ -324,12 +325,20 @@ def index_copied(old: object, new: object, session: object) -> None:
         recognised by address) until it dies.
     """
 
-def index_configure(*, enabled: bool | None = None, max_sessions: int | None = None) -> None:
+def index_configure(
+    *,
+    enabled: bool | None = None,
+    max_sessions: int | None = None,
+    max_row_bytes: int | None = None,
+) -> None:
     """Turns the per-session index on or off and sets how many sessions it keeps.
 
     Args:
       enabled: Whether calls go through the index (turning it off drops it).
       max_sessions: Sessions kept; beyond, the least recently used goes.
+      max_row_bytes: Bytes of stored rows the row memo of `stored_event`
+        keeps (256 MiB by default; 0 turns it off); beyond, the rows used
+        longest ago go.
     """
 
 def index_stats() -> dict[str, object]:
@@ -341,7 +350,10 @@ def index_stats() -> dict[str, object]:
       references), `summaries` and `summary_bytes` (the cached summary
       Events, with their dicts), `scratch_bytes` (view buffers the calling
       thread keeps for its next calls: at most two, of up to 16,384 views),
-      `prefetch` (whether reads of cold objects start their loads ahead:
+      the row memo of `stored_event` (`rows` remembered, `rows_settled`,
+      `row_bytes`, `max_row_bytes`, and counters `rows_reused`,
+      `rows_decoded_first`, `rows_decoded_second`, `rows_unsettled`,
+      `rows_evicted`), `prefetch` (whether reads of cold objects start their loads ahead:
       CPython 3.11 to 3.13 GIL builds, unless `ADK_FASTCOMPACT_PREFETCH` is
       `false`), `direct_fields` (whether model fields are read at their
       entry position in the instance dict instead of by a lookup: the
@@ -379,6 +391,30 @@ def index_stats() -> dict[str, object]:
       `classes_learned` (`(model, class, reads_like)` for every class met in
       a read model's place besides the model and its google-genai /
       google-adk subclasses; see `adk_fastcompact._classes`).
+    """
+
+def stored_event(
+    row: object,
+    decode: Callable[[Any], Any],
+    copy: Callable[[Any], Any],
+    same: Callable[[Any, Any], bool],
+) -> Any:
+    """Returns what `decode(row)` returns, decoding each stored row at most twice.
+
+    The first sighting of a `str` or `bytes` row keeps `copy` of its
+    decoding; the second decodes again and keeps the row if `same(first,
+    second)`. Later sightings of a kept row return `copy` of its decoding;
+    a row whose decodings differed is decoded every time. Keyed on the
+    row's exact bytes; bounded by `index_configure(max_row_bytes=...)`.
+
+    Args:
+      row: The stored row (its bytes are the key).
+      decode: google-adk's own decoding of the row.
+      copy: Makes a copy the caller may mutate.
+      same: Whether two decodings are interchangeable.
+
+    Returns:
+      The decoding, or a copy of an earlier equal one.
     """
 
 def apply_rewinds(events: object) -> list[Event] | None:

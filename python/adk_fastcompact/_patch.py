@@ -270,6 +270,7 @@ def install(mode: str = "parity", *, strict: bool = False) -> bool:
             originals[id(orig)] = (orig, replacement(name, mode))
         _patched.extend(rebind(originals))
         _hook_session_copies()
+        _hook_session_loads()
         if mode == "exact":
             from . import _underway
 
@@ -313,6 +314,17 @@ def _hook_session_copies() -> None:
                 Session.__deepcopy__ = own  # type: ignore[method-assign]
 
     _undo.append(undo)
+
+
+def _hook_session_loads() -> None:
+    """Lets the SQL session services answer rows they decoded before from
+    the row memo (`_loading`)."""
+    from . import _loading
+
+    for hook in (_loading.hook_sqlite, _loading.hook_database):
+        undo = hook()
+        if undo is not None:
+            _undo.append(undo)
 
 
 _undo: list[Callable[[], None]] = []

@@ -16,6 +16,7 @@ pub mod ranges;
 pub mod recover;
 pub mod replay;
 pub mod rewind;
+pub mod rows;
 pub mod slot_table;
 pub mod stored;
 pub mod subsume;

@@ -15,6 +15,7 @@ mod prefetch;
 mod ranges;
 mod recover;
 mod rewind;
+mod rows;
 mod scratch;
 mod size;
 mod summary;
@@ -46,6 +47,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(index::index_copied, m)?)?;
     m.add_function(wrap_pyfunction!(index::index_stats, m)?)?;
     m.add_function(wrap_pyfunction!(rewind::apply_rewinds, m)?)?;
+    m.add_function(wrap_pyfunction!(rows::stored_event, m)?)?;
     m.add_function(wrap_pyfunction!(size::content_size, m)?)?;
     m.add_function(wrap_pyfunction!(ranges::get_compaction_ranges, m)?)?;
     m.add_function(wrap_pyfunction!(filter::process_compaction_events, m)?)?;

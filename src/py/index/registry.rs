@@ -156,13 +156,22 @@ pub fn index_clear() {
     reg.sessions.clear();
     drop(reg);
     crate::py::ranges::forget_tuples();
+    crate::py::rows::clear();
 }
 
-/// Turns the index on or off and sets how many sessions it keeps; omitted
-/// arguments keep their value. Turning it off drops every index.
+/// Turns the index on or off and sets how many sessions it keeps and how
+/// many bytes of stored rows the row memo keeps; omitted arguments keep
+/// their value. Turning it off drops every index.
 #[pyfunction]
-#[pyo3(signature = (*, enabled = None, max_sessions = None))]
-pub fn index_configure(enabled: Option<bool>, max_sessions: Option<usize>) {
+#[pyo3(signature = (*, enabled = None, max_sessions = None, max_row_bytes = None))]
+pub fn index_configure(
+    enabled: Option<bool>,
+    max_sessions: Option<usize>,
+    max_row_bytes: Option<usize>,
+) {
+    if let Some(budget) = max_row_bytes {
+        crate::py::rows::configure(budget);
+    }
     let mut reg = registry();
     if let Some(enabled) = enabled {
         reg.enabled = enabled;
@@ -201,6 +210,7 @@ pub fn index_stats(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     )?;
     out.set_item("summary_bytes", summary_bytes)?;
     out.set_item("scratch_bytes", crate::py::scratch::pooled_bytes())?;
+    crate::py::rows::stats(&out)?;
     out.set_item("prefetch", crate::py::prefetch::enabled(py))?;
     out.set_item("direct_fields", crate::py::fields::usable(py))?;
     out.set_item("dict_tags", version_tag::usable(py))?;

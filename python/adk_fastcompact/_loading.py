@@ -1,0 +1,225 @@
+"""Session loads that decode each stored row once.
+
+google-adk's SQL session services decode every stored event row on every
+`get_session`: `SqliteSessionService` by `Event.model_validate_json` of the
+row's `event_data`. A long session's rows do not change between turns, so
+`install()` answers a row it has seen decode to the same Event twice by a
+fresh copy of that decoding (`_native.stored_event`, whose memo is keyed
+on the row's exact bytes; see docs/session-load.md). A row seen for the first
+or second time, and a row whose two decodings differed, is decoded by
+google-adk's own code, with its own exceptions.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel
+
+from . import _native
+
+logger = logging.getLogger("adk_fastcompact")
+
+
+def _shape(value: Any, out: list[Any]) -> None:
+    """Appends what `==` does not compare: each model's class and set
+    fields, in tree order."""
+    if isinstance(value, BaseModel):
+        out.append(type(value))
+        out.append(frozenset(value.model_fields_set))
+        for item in value.__dict__.values():
+            _shape(item, out)
+        extra = value.__pydantic_extra__
+        if extra:
+            _shape(extra, out)
+    elif isinstance(value, (list, tuple)):
+        out.append(len(value))
+        for item in value:
+            _shape(item, out)
+    elif isinstance(value, dict):
+        out.append(len(value))
+        for item in value.values():
+            _shape(item, out)
+    else:
+        out.append(type(value))
+
+
+def same(first: Any, second: Any) -> bool:
+    """Whether two decodings of one row are interchangeable: equal, with the
+    same classes and set fields at every level."""
+    if first != second:
+        return False
+    a: list[Any] = []
+    b: list[Any] = []
+    _shape(first, a)
+    _shape(second, b)
+    return a == b
+
+
+def _copy(value: Any) -> Any:
+    return copy.deepcopy(value)
+
+
+def _sqlite_module() -> Any:
+    from google.adk.sessions import sqlite_session_service
+
+    return sqlite_session_service
+
+
+def hook_sqlite() -> Callable[[], None] | None:
+    """Makes `SqliteSessionService.get_session` decode its rows through the
+    memo; returns the undo, or None (logged) where its code is not the
+    shape this relies on."""
+    module = _sqlite_module()
+    from google.adk.events.event import Event
+
+    source = inspect.getsource(module.SqliteSessionService.get_session)
+    if module.__dict__.get("Event") is not Event or source.count("Event.model_validate_json(") != 1:
+        logger.info(
+            "adk_fastcompact: SqliteSessionService.get_session left as it is"
+            " (its rows are not decoded by one Event.model_validate_json call)"
+        )
+        return None
+    decode = Event.model_validate_json
+
+    class StoredEvent(Event):  # type: ignore[misc]
+        """google-adk's Event, whose `model_validate_json` of one stored
+        row is answered through the row memo."""
+
+        @classmethod
+        def model_validate_json(cls, json_data: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+            if kwargs:
+                return decode(json_data, **kwargs)
+            return _native.stored_event(json_data, decode, _copy, same)
+
+    StoredEvent.__name__ = StoredEvent.__qualname__ = "Event"
+    module.Event = StoredEvent
+
+    def undo() -> None:
+        if module.__dict__.get("Event") is StoredEvent:
+            module.Event = Event
+
+    return undo
+
+
+#: The `do_orm_execute` listener `hook_database` registered, while it is.
+listener: Callable[[Any], Any] | None = None
+
+
+class _Loaded:
+    """Stands for a StorageEvent row whose Event is already made."""
+
+    __slots__ = ("event",)
+
+    def __init__(self, event: Any) -> None:
+        self.event = event
+
+    def to_event(self) -> Any:
+        return self.event
+
+
+def hook_database() -> Callable[[], None] | None:
+    """Makes `DatabaseSessionService.get_session` (schema v1) select the
+    event rows' columns instead of ORM objects and decode each row through
+    the memo; returns the undo, or None (logged) where its code is not the
+    shape this relies on.
+
+    google-adk's own statement runs, with its filters, ordering and limit,
+    through the service's own session: a `do_orm_execute` listener, active
+    only inside `get_session`, swaps the selected entity for its `id`,
+    `invocation_id`, `timestamp` and the `event_data` text, and answers
+    with stand-ins whose `to_event()` is the Event. A row is decoded as the
+    ORM would decode it (the column types' own result processing) and
+    turned into an Event by google-adk's own `StorageEvent.to_event`.
+    """
+    import contextvars
+    import json
+
+    from google.adk.sessions import database_session_service as dss
+    from google.adk.sessions.schemas import v1
+    from sqlalchemy import Text, cast, event, type_coerce
+    from sqlalchemy.engine.result import IteratorResult, SimpleResultMetaData
+    from sqlalchemy.orm import Session as OrmSession
+
+    service = dss.DatabaseSessionService
+    original = service.__dict__.get("get_session")
+    source = inspect.getsource(original) if original is not None else ""
+    if (
+        "select(schema.StorageEvent)" not in source
+        or "e.to_event() for e in reversed(storage_events)" not in source
+    ):
+        logger.info(
+            "adk_fastcompact: DatabaseSessionService.get_session left as it is"
+            " (not the shape whose event query this selects columns of)"
+        )
+        return None
+    storage_event = v1.StorageEvent
+    json_type = storage_event.__table__.c.event_data.type
+    active: contextvars.ContextVar[bool] = contextvars.ContextVar(
+        "adk_fastcompact_database_load", default=False
+    )
+    columns = (storage_event.id, storage_event.invocation_id, storage_event.timestamp)
+
+    def loaded(row: Any, dialect: Any) -> Any:
+        event_id, invocation_id, timestamp, text = row
+
+        def decode(_key: Any) -> Any:
+            if text is None:
+                data = None
+            elif dialect.name == "postgresql":
+                loads = getattr(dialect, "_json_deserializer", None) or json.loads
+                data = json_type.process_result_value(loads(text), dialect)
+            else:
+                data = json_type.process_result_value(text, dialect)
+            return storage_event(
+                id=event_id, invocation_id=invocation_id, timestamp=timestamp, event_data=data
+            ).to_event()
+
+        if text is None or not isinstance(event_id, str) or not isinstance(invocation_id, str):
+            return _Loaded(decode(None))
+        key = f"{len(event_id)}:{event_id}{len(invocation_id)}:{invocation_id}{timestamp!r}\0{text}"
+        return _Loaded(_native.stored_event(key, decode, _copy, same))
+
+    def on_execute(state: Any) -> Any:
+        if not active.get() or not state.is_select:
+            return None
+        statement = state.statement
+        described = statement.column_descriptions
+        if len(described) != 1 or described[0].get("expr") is not storage_event:
+            return None
+        dialect = state.session.get_bind(mapper=storage_event.__mapper__).dialect
+        data = (
+            cast(storage_event.event_data, Text)
+            if dialect.name == "postgresql"
+            else type_coerce(storage_event.event_data, Text)
+        )
+        rows = state.invoke_statement(statement=statement.with_only_columns(*columns, data)).all()
+        stand_ins = [(loaded(row, dialect),) for row in rows]
+        return IteratorResult(SimpleResultMetaData(["StorageEvent"]), iter(stand_ins))
+
+    async def get_session(self: Any, **kwargs: Any) -> Any:
+        token = active.set(True)
+        try:
+            return await original(self, **kwargs)
+        finally:
+            active.reset(token)
+
+    get_session.__doc__ = original.__doc__
+    get_session.__wrapped__ = original  # type: ignore[attr-defined]
+    global listener
+    event.listen(OrmSession, "do_orm_execute", on_execute)
+    listener = on_execute
+    service.get_session = get_session
+
+    def undo() -> None:
+        global listener
+        if service.__dict__.get("get_session") is get_session:
+            service.get_session = original
+        event.remove(OrmSession, "do_orm_execute", on_execute)
+        listener = None
+
+    return undo
