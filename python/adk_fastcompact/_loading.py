@@ -74,7 +74,11 @@ def hook_sqlite() -> Callable[[], None] | None:
     """Makes `SqliteSessionService.get_session` decode its rows through the
     memo; returns the undo, or None (logged) where its code is not the
     shape this relies on."""
-    module = _sqlite_module()
+    try:
+        module = _sqlite_module()
+    except ImportError as error:  # its driver (aiosqlite) is not installed
+        logger.info("adk_fastcompact: SqliteSessionService not importable: %s", error)
+        return None
     from google.adk.events.event import Event
 
     source = inspect.getsource(module.SqliteSessionService.get_session)
@@ -139,11 +143,15 @@ def hook_database() -> Callable[[], None] | None:
     import contextvars
     import json
 
-    from google.adk.sessions import database_session_service as dss
-    from google.adk.sessions.schemas import v1
-    from sqlalchemy import Text, cast, event, type_coerce
-    from sqlalchemy.engine.result import IteratorResult, SimpleResultMetaData
-    from sqlalchemy.orm import Session as OrmSession
+    try:
+        from google.adk.sessions import database_session_service as dss
+        from google.adk.sessions.schemas import v1
+        from sqlalchemy import Text, cast, event, type_coerce
+        from sqlalchemy.engine.result import IteratorResult, SimpleResultMetaData
+        from sqlalchemy.orm import Session as OrmSession
+    except ImportError as error:  # google-adk's "db" extra is not installed
+        logger.info("adk_fastcompact: DatabaseSessionService not importable: %s", error)
+        return None
 
     service = dss.DatabaseSessionService
     original = service.__dict__.get("get_session")
