@@ -254,7 +254,8 @@ async def measure(
         for index in range(warmup + turns):
             timed = index >= warmup
             if index == warmup:
-                stored = await _stored(fast)
+                _switch(None)
+                stored = await _stored(plain)
                 events = len(stored)
                 compactions = sum(1 for event in stored if event.actions.compaction)
             turn = script.turn()
