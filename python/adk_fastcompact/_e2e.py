@@ -8,9 +8,11 @@ app of `_e2e_app` (google-adk's real `Runner` and `LlmAgent`, a scripted
 streaming-shaped model, a tool answering ~1 KB of records, sliding-window
 and token-threshold compaction both configured, an instant summarizer).
 
-Growing the session. Thousands of real turns through a service that copies
-or loads the whole session every turn would take most of an hour at 10,000
-events. So the session is grown once, by real turns of the same app through
+Growing the session. Every real turn pays for google-adk's prompt assembly
+over the whole session, and through a session service for the session's
+load or copy too: reaching 10,000 events takes some 2,400 turns, each of
+them a second or more at the end on every service. So the session is grown
+once, by real turns of the same app through
 google-adk's `Runner` with `install()` active (parity mode: the same
 decisions as google-adk's own code, which the rest of the bench and the
 tests check) on an `InMemorySessionService` that hands the Runner its

@@ -355,8 +355,22 @@ def _timed(function: Callable[..., Any], split: Split, phase: str) -> Callable[.
     return timed_function
 
 
-CONTENTS_MODULE = "google.adk.flows.llm_flows.context._contents"
-"""Where google-adk 2.13 defines `_get_contents`."""
+CONTENTS_MODULES = (
+    "google.adk.flows.llm_flows.context._contents",
+    "google.adk.flows.llm_flows.contents",
+)
+"""Where google-adk defines `_get_contents`: 2.13's module, then older ones'."""
+
+
+def _contents_module() -> str:
+    for name in CONTENTS_MODULES:
+        try:
+            if hasattr(importlib.import_module(name), "_get_contents"):
+                return name
+        except ModuleNotFoundError:
+            continue
+    raise ImportError("the installed google-adk has no _get_contents to time")
+
 
 _COMPACTION = ("run_compaction_for_sliding_window", "run_compaction_for_token_threshold_config")
 
@@ -369,7 +383,7 @@ def instrument(split: Split, service: BaseSessionService) -> Callable[[], None]:
     switching again (`unpatch` only restores bindings that are still ours).
     """
     targets: dict[int, tuple[Callable[..., Any], Callable[..., Any]]] = {}
-    where = [(CONTENTS_MODULE, "_get_contents", "get_contents")]
+    where = [(_contents_module(), "_get_contents", "get_contents")]
     where += [(*_reference.locations()[name], "compaction") for name in _COMPACTION]
     for module_name, attr, phase in where:
         function = getattr(importlib.import_module(module_name), attr)
