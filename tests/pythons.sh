@@ -12,19 +12,21 @@
 #                         [--wheel FILE.whl] [--bench-args "ARGS"] [-- PYTEST ARGS]
 #
 # --wheel tests that wheel instead of building one; --bench-args replaces
-# the bench's arguments (default: --sizes 10000 --repeat 5). Logs, the
-# extension's self-tested CPython internals, the bench's JSON and a summary
-# go to .venvs/results/. The environment passes through, so
-# ADK_FASTCOMPACT_PREFETCH=false (or _DIRECT_FIELDS, _DICT_TAGS) runs
-# everything with that internal off. Exit status 1 when any version found
-# fails (its requirements, its import or its tests), else 0.
+# the bench's arguments (default: --sizes 10000 --repeat 5 --regimes
+# cold,warm,turn; the e2e regime would grow its session to 10,000 events by
+# real turns, minutes per version). Logs, the extension's self-tested
+# CPython internals, the bench's JSON and a summary go to .venvs/results/.
+# The environment passes through, so ADK_FASTCOMPACT_PREFETCH=false (or
+# _DIRECT_FIELDS, _DICT_TAGS) runs everything with that internal off. Exit
+# status 1 when any version found fails (its requirements, its import or its
+# tests), else 0.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$PWD
 
 versions=(3.10 3.11 3.12 3.13)
 bench=1
-bench_args="--sizes 10000 --repeat 5"
+bench_args="--sizes 10000 --repeat 5 --regimes cold,warm,turn"
 wheel=""
 pytest_args=()
 while [ $# -gt 0 ]; do

@@ -8,7 +8,8 @@ Subcommands:
           something is, 2 on a usage or store error.
   bench   time google-adk's pure-Python compaction bookkeeping (prompt
           filtering, the two compaction entry points, a Runner conversation)
-          against the Rust core, in one run (see `_bench`). Each row shows how
+          against the Rust core, in one run (see `_bench`), and whole Runner
+          turns on each session service (the e2e regime, `_e2e`). Each row shows how
           often the Rust core declined during its Rust-side calls, and a
           warning follows the table when any did: those rows' Rust timings
           are then partly google-adk's own code.
@@ -87,8 +88,12 @@ def _names(known: Sequence[str]) -> Callable[[str], list[str]]:
 
 
 def _parser(prog: str = PROG) -> argparse.ArgumentParser:
+    from . import _e2e
     from ._bench import ALL_OPS, DEFAULT_SIZES, DEFAULT_TURNS, REGIMES
+    from ._e2e_stores import POSTGRES_ENV, SERVICES
     from ._simulate import WINDOW
+
+    all_regimes = (*REGIMES, _e2e.REGIME)
 
     parser = argparse.ArgumentParser(
         prog=prog,
@@ -107,15 +112,21 @@ def _parser(prog: str = PROG) -> argparse.ArgumentParser:
             "milliseconds per call on fresh deep copies (cold) and on the same "
             "objects again (warm); and a scripted conversation through a real "
             "google-adk Runner, mean milliseconds per turn spent in compaction and "
-            "prompt filtering (turn)."
+            "prompt filtering (turn); and whole Runner.run_async turns, plain google-adk "
+            "against install(), on a long session in each session service (e2e)."
         ),
     )
     bench.add_argument(
         "--sizes",
         type=_sizes,
-        default=list(DEFAULT_SIZES),
+        nargs="+",
+        default=None,
         metavar="N[,N...]",
-        help=f"session sizes in events (default: {','.join(map(str, DEFAULT_SIZES))})",
+        help=(
+            "session sizes in events (default: "
+            f"{','.join(map(str, DEFAULT_SIZES))} for cold and warm, "
+            f"{','.join(map(str, _e2e.DEFAULT_SIZES))} for e2e)"
+        ),
     )
     bench.add_argument(
         "--repeat",
@@ -126,10 +137,10 @@ def _parser(prog: str = PROG) -> argparse.ArgumentParser:
     )
     bench.add_argument(
         "--regimes",
-        type=_names(REGIMES),
-        default=list(REGIMES),
+        type=_names(all_regimes),
+        default=list(all_regimes),
         metavar="R[,R...]",
-        help=f"regimes to run (default: {','.join(REGIMES)})",
+        help=f"regimes to run (default: {','.join(all_regimes)})",
     )
     bench.add_argument(
         "--ops",
@@ -148,6 +159,41 @@ def _parser(prog: str = PROG) -> argparse.ArgumentParser:
             f"to it (default: {','.join(map(str, DEFAULT_TURNS))})"
         ),
     )
+    e2e = bench.add_argument_group(
+        "e2e",
+        "whole Runner.run_async turns of a streaming-shaped app with both compaction "
+        "strategies, on a session grown once per size and copied per side",
+    )
+    e2e.add_argument(
+        "--services",
+        type=_names(SERVICES),
+        default=None,
+        metavar="S[,S...]",
+        help=(
+            f"session services among {','.join(SERVICES)} (default: the first three, "
+            "and postgres when there is a database URL)"
+        ),
+    )
+    e2e.add_argument(
+        "--database-url",
+        default=None,
+        metavar="URL",
+        help=f"PostgreSQL for postgres: postgresql+asyncpg://... (default: ${POSTGRES_ENV})",
+    )
+    e2e.add_argument(
+        "--e2e-turns",
+        type=_positive_int,
+        default=_e2e.DEFAULT_TURNS,
+        metavar="N",
+        help=f"timed turns per side, service and size (default: {_e2e.DEFAULT_TURNS})",
+    )
+    e2e.add_argument(
+        "--e2e-warmup",
+        type=_count,
+        default=_e2e.DEFAULT_WARMUP,
+        metavar="N",
+        help=f"untimed turns per side first (default: {_e2e.DEFAULT_WARMUP})",
+    )
     bench.add_argument(
         "--seed", type=int, default=0, metavar="S", help="session and script seed (default: 0)"
     )
@@ -155,8 +201,8 @@ def _parser(prog: str = PROG) -> argparse.ArgumentParser:
         "--json",
         action="store_true",
         help=(
-            'print {"rows": [...], "memory": [...]} to stdout instead of tables; '
-            'each row has its Rust-core "declines" and "decline_reasons"'
+            'print {"rows": [...], "memory": [...], "e2e": [...]} to stdout instead of '
+            'tables; each row has its Rust-core "declines" and "decline_reasons"'
         ),
     )
     bench.add_argument(
@@ -525,11 +571,30 @@ def _memory_table(rows: Sequence[MemoryRow]) -> Table:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from ._bench import BenchmarkMismatchError, run_bench, select
+    from . import _e2e
+    from ._bench import (
+        DEFAULT_SIZES,
+        BenchmarkMismatchError,
+        Report,
+        measured_family,
+        run_bench,
+        select,
+    )
 
     stderr = Console(stderr=True)
+    given = None if args.sizes is None else [size for sizes in args.sizes for size in sizes]
+    regimes = [regime for regime in args.regimes if regime != _e2e.REGIME]
+    run_e2e = _e2e.REGIME in args.regimes
+    e2e_sizes = given or list(_e2e.DEFAULT_SIZES)
+    url = _e2e.database_url(args.database_url)
+    services = args.services or _e2e.default_services(url)
     try:
-        select(args.sizes, args.repeat, regimes=args.regimes, ops=args.ops, turns=args.turns)
+        if regimes:
+            select(
+                given or DEFAULT_SIZES, args.repeat, regimes=regimes, ops=args.ops, turns=args.turns
+            )
+        if run_e2e:
+            _e2e.check_selection(e2e_sizes, services, url, args.e2e_turns, args.e2e_warmup)
     except ValueError as error:
         stderr.print(f"[bold red]error:[/] {error}")
         return 2
@@ -554,43 +619,71 @@ def _bench(args: argparse.Namespace) -> int:
             def progress(completed: int, total: int, description: str) -> None:
                 bar.update(task, completed=completed, total=total, description=description)
 
-            report = run_bench(
-                args.sizes,
-                repeat=args.repeat,
-                progress=progress,
-                seed=args.seed,
-                regimes=args.regimes,
-                ops=args.ops,
-                turns=args.turns,
+            report = Report([], [], measured_family())
+            if regimes:
+                report = run_bench(
+                    given or DEFAULT_SIZES,
+                    repeat=args.repeat,
+                    progress=progress,
+                    seed=args.seed,
+                    regimes=regimes,
+                    ops=args.ops,
+                    turns=args.turns,
+                )
+            e2e_rows = (
+                _e2e.run_e2e(
+                    e2e_sizes,
+                    services,
+                    url=url,
+                    turns=args.e2e_turns,
+                    warmup=args.e2e_warmup,
+                    seed=args.seed,
+                    progress=progress,
+                )
+                if run_e2e
+                else []
             )
     except BenchmarkMismatchError as error:
         stderr.print(f"[bold red]benchmark aborted:[/] {error}")
         return 1
-    if args.plot is not None:
+    if args.plot is not None and report.rows:
         from ._plot import plot
 
         plot(report, args.plot)
         stderr.print(f"plot written to {args.plot}")
-    warning = declines_warning(report.rows)
+    warnings = [
+        text
+        for text in (declines_warning(report.rows), _e2e.declines_warning(e2e_rows))
+        if text is not None
+    ]
     if args.json:
         json.dump(
-            {"family": report.family, "rows": report.rows, "memory": report.memory}, sys.stdout
+            {
+                "family": report.family,
+                "rows": report.rows,
+                "memory": report.memory,
+                "e2e": e2e_rows,
+            },
+            sys.stdout,
         )
         sys.stdout.write("\n")
-        if warning is not None:
+        for warning in warnings:
             # stdout is the JSON's: the warning goes where the progress went.
             stderr.print(warning, style="bold yellow", markup=False)
         return 0
     stdout = Console()
     if not stdout.is_terminal:
         # A file or a pipe has no width; rich's 80 columns would cut the names.
-        stdout = Console(width=max(stdout.width, 120))
+        stdout = Console(width=max(stdout.width, 170 if e2e_rows else 120))
     stdout.print(f"measured: {report.family}")
-    stdout.print(_table(report.rows))
-    if warning is not None:
-        stdout.print(warning, style="bold yellow", markup=False)
+    if report.rows:
+        stdout.print(_table(report.rows))
     if report.memory:
         stdout.print(_memory_table(report.memory))
+    if e2e_rows:
+        stdout.print(_e2e.e2e_table(e2e_rows))
+    for warning in warnings:
+        stdout.print(warning, style="bold yellow", markup=False)
     stdout.print(machine_line(), style="dim")
     return 0
 

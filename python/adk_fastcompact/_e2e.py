@@ -1,0 +1,505 @@
+"""The e2e regime: whole `Runner.run_async` turns, plain google-adk against
+adk-fastcompact, on a long session in each of google-adk's session services.
+
+What a user waits for is the whole turn: the service loading (or copying)
+the session, prompt assembly, the model call, the appends and compaction
+after the invocation. This regime times exactly that, wall to wall, on the
+app of `_e2e_app` (google-adk's real `Runner` and `LlmAgent`, a scripted
+streaming-shaped model, a tool answering ~1 KB of records, sliding-window
+and token-threshold compaction both configured, an instant summarizer).
+
+Growing the session. Every real turn pays for google-adk's prompt assembly
+over the whole session, and through a session service for the session's
+load or copy too: reaching 10,000 events takes some 2,400 turns, each of
+them a second or more at the end on every service. So the session is grown
+once, by real turns of the same app through
+google-adk's `Runner` with `install()` active (parity mode: the same
+decisions as google-adk's own code, which the rest of the bench and the
+tests check) on an `InMemorySessionService` that hands the Runner its
+stored session instead of a deep copy (`GrowthService`; its `append_event`
+then stores each event once, as google-adk's does for a caller holding the
+stored session). Every event in it is one the app's turns wrote: user
+messages, the model's `ModelContent` responses with thought parts and
+signed calls, the tool responses google-adk builds, and the compaction
+events google-adk's sliding window and token threshold wrote along the way.
+Each size is a snapshot of that one growth at the first turn boundary at or
+past it (so a size is reached within a turn's few events). Each service's
+store then receives the snapshot's events through the service's own
+`append_event` (`_e2e_stores.Store.grow_to`: copies, in order, on a session
+the service handed out), grown incrementally from one size to the next.
+
+Timing. For each service and size the grown store is copied twice (a deep
+copy of the in-memory service's dicts, an SQLite backup of the file, or
+``CREATE DATABASE ... TEMPLATE`` on PostgreSQL), one copy per side, each
+side with a Runner of its own. The turns after the snapshot (the same ones
+the growth went on with) are then run on both sides in alternation, who goes
+first alternating too: `--e2e-warmup` untimed turns, then `--e2e-turns` timed
+ones. Before each turn google-adk is switched (`install()`, or
+`_patch.unpatch()` back to google-adk's code, keeping the index), the
+timers are put in (`_e2e_app.instrument`) and the garbage collector runs; it
+is off during the turn, as in the other regimes. The row reports the median
+wall milliseconds per turn of each side and their ratio, and where each
+side's turns go (mean milliseconds per turn): the service's `get_session`
+(the session load or copy), google-adk's `_get_contents` (prompt assembly),
+the two compaction entry points (including the summarizer, instant here,
+and the prompt estimate they make through `_get_contents`), the service's
+`append_event` (wherever it is called from, the token-threshold
+compaction's own append included), and the rest (the Runner, the agent's
+flow and request processors, the model and tool calls, telemetry).
+
+Parity. Every request the scripted model receives is kept, and after each
+turn (warm-ups too) the two sides' requests (contents, system instruction,
+tools) must be equal, or the bench stops with `BenchmarkMismatchError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import gc
+import os
+import statistics
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple, TypedDict
+
+from google.adk.events.event import Event
+from google.adk.sessions.base_session_service import BaseSessionService
+from google.adk.sessions.in_memory_session_service import InMemorySessionService
+from google.adk.sessions.session import Session
+from rich.table import Table
+
+from . import _native, _patch
+from ._bench import BenchmarkMismatchError
+from ._e2e_app import (
+    APP_NAME,
+    OTHER,
+    PHASES,
+    SESSION_ID,
+    USER_ID,
+    Script,
+    Split,
+    Turn,
+    build_runner,
+    instrument,
+    run_turn,
+    snapshot_request,
+)
+from ._e2e_stores import LABELS, LOCAL_SERVICES, POSTGRES_ENV, SERVICES, Store
+from ._simulate import no_gc
+
+REGIME = "e2e"
+
+DEFAULT_SIZES: tuple[int, ...] = (2_000,)
+"""Session sizes (events) of the default run; 10,000 and more a flag away."""
+
+DEFAULT_TURNS = 5
+"""Timed turns per side, service and size."""
+
+DEFAULT_WARMUP = 1
+"""Untimed turns per side before the timed ones."""
+
+SIDES = ("python", "rust")
+
+
+class E2ERow(TypedDict):
+    """One service and size: milliseconds per whole turn, both sides."""
+
+    op: str  # "turn"
+    regime: str  # "e2e"
+    service: str
+    #: Events in the session when the timed turns began (after the warm-ups).
+    events: int
+    #: Compaction events among them.
+    compactions: int
+    turns: int
+    #: Median wall milliseconds per turn: plain google-adk, adk-fastcompact.
+    python_ms: float
+    rust_ms: float
+    ratio: float
+    #: Mean milliseconds per turn by phase (`PHASES` and "other"); they sum
+    #: to the mean turn, `python_mean_ms` / `rust_mean_ms`.
+    python_split_ms: dict[str, float]
+    rust_split_ms: dict[str, float]
+    python_mean_ms: float
+    rust_mean_ms: float
+    declines: int
+    decline_reasons: dict[str, int]
+
+
+class GrowthService(InMemorySessionService):
+    """`InMemorySessionService` handing out its stored session itself (the
+    growth's shortcut: no deep copy per turn; see the module docstring)."""
+
+    async def get_session(  # type: ignore[override]
+        self, *, app_name: str, user_id: str, session_id: str, config: Any = None
+    ) -> Session | None:
+        del config
+        return self.sessions.get(app_name, {}).get(user_id, {}).get(session_id)
+
+
+class Snapshot(NamedTuple):
+    """The grown session at one size: its first `events` events, and the
+    script's state when the growth went on from there."""
+
+    events: int
+    script_state: object
+
+
+async def grow(
+    sizes: Sequence[int], seed: int, on_turn: Callable[[int], None] | None = None
+) -> tuple[list[Event], dict[int, Snapshot]]:
+    """Grows the session by real turns to every size (see the module docstring)."""
+    was = _patch.installed()
+    _patch.install("parity", strict=True)
+    try:
+        service = GrowthService()
+        runner, llm = build_runner(service, seed)
+        await service.create_session(app_name=APP_NAME, user_id=USER_ID, session_id=SESSION_ID)
+        events = service.sessions[APP_NAME][USER_ID][SESSION_ID].events
+        script = Script(seed)
+        snapshots: dict[int, Snapshot] = {}
+        with no_gc():
+            for size in sorted(set(sizes)):
+                while len(events) < size:
+                    turn = script.turn()
+                    llm.play(turn, record=False)
+                    await run_turn(runner, turn.message)
+                    if on_turn is not None:
+                        on_turn(len(events))
+                snapshots[size] = Snapshot(len(events), script.rng.getstate())
+        return list(events), snapshots
+    finally:
+        _patch.uninstall()
+        if was is not None:
+            _patch.install(was)
+        gc.collect()
+
+
+@dataclass
+class _Side:
+    """One side's service, Runner and measurements."""
+
+    mode: str | None
+    service: BaseSessionService
+    seed: int
+    turn_s: list[float] = field(default_factory=list)
+    phases: list[dict[str, float]] = field(default_factory=list)
+    declines: Counter[str] = field(default_factory=Counter)
+
+    def __post_init__(self) -> None:
+        self.runner, self.llm = build_runner(self.service, self.seed)
+
+
+def _switch(mode: str | None) -> None:
+    if _patch.installed() != mode:
+        _patch.unpatch()
+        if mode is not None:
+            _patch.install(mode, strict=True)
+
+
+async def _turn(side: _Side, turn: Turn, split: Split, timed: bool) -> list[str]:
+    """Runs `turn` on `side`; returns the requests its model received."""
+    _switch(side.mode)
+    undo = instrument(split, side.service)
+    try:
+        message = copy.deepcopy(turn.message)
+        side.llm.play(turn)
+        side.llm.take_requests()
+        gc.collect()
+        _native.decline_counts(reset=True)
+        with no_gc():
+            start = time.perf_counter()
+            await run_turn(side.runner, message)
+            wall = time.perf_counter() - start
+    finally:
+        undo()
+    phases = split.take()
+    declined = _native.decline_counts(reset=True)
+    if sum(phases.values()) > wall:
+        raise RuntimeError(f"the phases ({phases}) add up to more than the turn ({wall} s)")
+    if timed:
+        side.turn_s.append(wall)
+        side.phases.append(phases)
+        if side.mode is not None:
+            side.declines.update({reason: n for reason, n in declined.items() if n})
+    return [snapshot_request(request) for request in side.llm.take_requests()]
+
+
+def _split_ms(side: _Side) -> tuple[dict[str, float], float]:
+    mean = statistics.mean(side.turn_s) * 1e3
+    split = {phase: statistics.mean(p[phase] for p in side.phases) * 1e3 for phase in PHASES}
+    split[OTHER] = mean - sum(split.values())
+    return split, mean
+
+
+async def measure(
+    store: Store,
+    snapshot: Snapshot,
+    *,
+    turns: int,
+    warmup: int,
+    seed: int,
+    on_turn: Callable[[], None] | None = None,
+) -> E2ERow:
+    """Times `turns` whole turns per side on copies of `store` (grown to
+    `snapshot`), after `warmup` untimed ones; checks the requests agree."""
+    split = Split()
+    plain, fast = await store.side(), await store.side()
+    sides = [_Side(None, plain, seed), _Side("parity", fast, seed)]
+    script = Script(seed)
+    script.rng.setstate(snapshot.script_state)  # type: ignore[arg-type]
+    events = compactions = 0
+    try:
+        for index in range(warmup + turns):
+            timed = index >= warmup
+            if index == warmup:
+                _switch(None)
+                stored = await _stored(plain)
+                events = len(stored)
+                compactions = sum(1 for event in stored if event.actions.compaction)
+            turn = script.turn()
+            requests: dict[str | None, list[str]] = {}
+            for side in sides if index % 2 == 0 else reversed(sides):
+                requests[side.mode] = await _turn(side, turn, split, timed)
+                if on_turn is not None:
+                    on_turn()
+            _same_requests(
+                store.kind, snapshot.events, index + 1, requests[None], requests["parity"]
+            )
+    finally:
+        _switch(None)
+        for side in sides:
+            await store.release(side.service)
+    python, rust = sides
+    python_split, python_mean = _split_ms(python)
+    rust_split, rust_mean = _split_ms(rust)
+    python_ms = statistics.median(python.turn_s) * 1e3
+    rust_ms = statistics.median(rust.turn_s) * 1e3
+    return E2ERow(
+        op="turn",
+        regime=REGIME,
+        service=store.kind,
+        events=events,
+        compactions=compactions,
+        turns=turns,
+        python_ms=python_ms,
+        rust_ms=rust_ms,
+        ratio=python_ms / rust_ms if rust_ms > 0 else float("inf"),
+        python_split_ms=python_split,
+        rust_split_ms=rust_split,
+        python_mean_ms=python_mean,
+        rust_mean_ms=rust_mean,
+        declines=sum(rust.declines.values()),
+        decline_reasons={reason: rust.declines[reason] for reason in sorted(rust.declines)},
+    )
+
+
+async def _stored(service: BaseSessionService) -> list[Event]:
+    session = await service.get_session(app_name=APP_NAME, user_id=USER_ID, session_id=SESSION_ID)
+    assert session is not None
+    return session.events
+
+
+def _same_requests(
+    service: str, size: int, turn: int, expected: list[str], actual: list[str]
+) -> None:
+    where = f"e2e {service}, {size:,} events, turn {turn}"
+    if len(expected) != len(actual):
+        raise BenchmarkMismatchError(
+            f"{where}: adk-fastcompact's side made {len(actual)} model calls, "
+            f"google-adk's {len(expected)}"
+        )
+    for index, (want, got) in enumerate(zip(expected, actual, strict=True)):
+        if want != got:
+            raise BenchmarkMismatchError(
+                f"{where}: model request {index + 1} differs from google-adk's"
+            )
+
+
+def database_url(given: str | None) -> str | None:
+    """The PostgreSQL URL: `given`, else the environment's `POSTGRES_ENV`."""
+    return given or os.environ.get(POSTGRES_ENV) or None
+
+
+def default_services(url: str | None) -> list[str]:
+    """The local services, and PostgreSQL when there is a URL for it."""
+    return [*LOCAL_SERVICES, "postgres"] if url else list(LOCAL_SERVICES)
+
+
+def check_selection(
+    sizes: Iterable[int], services: Iterable[str], url: str | None, turns: int, warmup: int
+) -> None:
+    """Raises ValueError on arguments `run_e2e` would refuse."""
+    sizes, services = list(sizes), list(services)
+    if not sizes or any(size < 1 for size in sizes):
+        raise ValueError(f"sizes must be a non-empty list of sizes >= 1: {sizes}")
+    unknown = [name for name in services if name not in SERVICES]
+    if unknown or not services:
+        raise ValueError(f"services must be some of {', '.join(SERVICES)}; got {services}")
+    if "postgres" in services and not url:
+        raise ValueError(f"the postgres service needs --database-url or {POSTGRES_ENV}")
+    if turns < 1 or warmup < 0:
+        raise ValueError(f"need at least one timed turn and no negative warm-up: {turns}, {warmup}")
+
+
+def run_e2e(
+    sizes: Iterable[int] = DEFAULT_SIZES,
+    services: Iterable[str] | None = None,
+    *,
+    url: str | None = None,
+    turns: int = DEFAULT_TURNS,
+    warmup: int = DEFAULT_WARMUP,
+    seed: int = 0,
+    progress: Callable[[int, int, str], None] | None = None,
+) -> list[E2ERow]:
+    """Runs the e2e regime; one row per size and service (sizes outer).
+
+    Args:
+        sizes: Session sizes in events (each reached at a turn boundary).
+        services: Some of `SERVICES`; by default `default_services(url)`.
+        url: The PostgreSQL URL (``postgresql+asyncpg://...``) for
+            ``postgres``; by default the environment's `POSTGRES_ENV`.
+        turns: Timed turns per side.
+        warmup: Untimed turns per side first.
+        seed: The script's seed.
+        progress: Called as ``progress(completed, total, description)``.
+
+    Raises:
+        ValueError: On bad arguments.
+        BenchmarkMismatchError: When the two sides' model requests differ.
+    """
+    url = database_url(url)
+    sizes = sorted(set(sizes))
+    chosen = list(dict.fromkeys(services)) if services is not None else default_services(url)
+    check_selection(sizes, chosen, url, turns, warmup)
+    chosen = [name for name in SERVICES if name in chosen]
+    was = _patch.installed()
+    try:
+        return asyncio.run(_run(sizes, chosen, url, turns, warmup, seed, progress))
+    finally:
+        _patch.uninstall()
+        if was is not None:
+            _patch.install(was)
+
+
+async def _run(
+    sizes: list[int],
+    services: list[str],
+    url: str | None,
+    turns: int,
+    warmup: int,
+    seed: int,
+    progress: Callable[[int, int, str], None] | None,
+) -> list[E2ERow]:
+    per_case = 2 + 2 * (warmup + turns)
+    total = max(sizes) + len(sizes) * len(services) * per_case
+    completed = 0
+    description = ""
+
+    def step(advance: int = 1, new_description: str | None = None) -> None:
+        nonlocal completed, description
+        completed += advance
+        if new_description is not None:
+            description = new_description
+        if progress is not None:
+            progress(completed, total, description)
+
+    grown = 0
+
+    def grew(events: int) -> None:
+        nonlocal grown
+        step(
+            min(events, max(sizes)) - grown, f"e2e: growing the session by real turns ({events:,})"
+        )
+        grown = min(events, max(sizes))
+
+    step(0, "e2e: growing the session by real turns")
+    events, snapshots = await grow(sizes, seed, grew)
+    _native.index_clear()
+    stores = [Store(kind, url) for kind in services]
+    rows: list[E2ERow] = []
+    try:
+        for size in sizes:
+            snapshot = snapshots[size]
+            for store in stores:
+                step(0, f"e2e {size:,} events: {LABELS[store.kind]}: storing the session")
+                await store.grow_to(events[: snapshot.events])
+                step()
+                step(0, f"e2e {size:,} events: {LABELS[store.kind]}: whole turns")
+                rows.append(
+                    await measure(
+                        store, snapshot, turns=turns, warmup=warmup, seed=seed, on_turn=step
+                    )
+                )
+                step()
+                _native.index_clear()
+                gc.collect()
+    finally:
+        for store in stores:
+            await store.close()
+    return rows
+
+
+def declines_warning(rows: Sequence[E2ERow]) -> str | None:
+    """The warning line about e2e rows whose accelerated turns declined."""
+    total: Counter[str] = Counter()
+    for row in rows:
+        total.update(row["decline_reasons"])
+    if not total:
+        return None
+    reasons = ", ".join(f"{reason}: {count:,}" for reason, count in sorted(total.items()))
+    return (
+        f"warning: in the e2e regime the Rust core declined {sum(total.values()):,} calls "
+        f"({reasons}); google-adk's own code ran in its place"
+    )
+
+
+def _ms(value: float) -> str:
+    return f"{value:,.1f}" if value >= 10 else f"{value:,.2f}"
+
+
+def e2e_table(rows: Sequence[E2ERow]) -> Table:
+    """The rows as a rich table: a line per side, the split beside."""
+    table = Table(
+        title="whole Runner.run_async turns: plain google-adk vs adk-fastcompact",
+        caption=(
+            "median ms per turn over the timed turns; the split is the mean ms per turn "
+            "in the service's get_session (load/copy), google-adk's _get_contents (prompt), "
+            "the compaction entry points, the service's append_event, and the rest"
+        ),
+    )
+    for name, justify in (
+        ("service", "left"),
+        ("events", "right"),
+        ("side", "left"),
+        ("ms/turn", "right"),
+        ("speed-up", "right"),
+        ("get_session", "right"),
+        ("_get_contents", "right"),
+        ("compaction", "right"),
+        ("append_event", "right"),
+        ("other", "right"),
+        ("declines", "right"),
+    ):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for row in rows:
+        table.add_section()
+        for side in SIDES:
+            rust = side == "rust"
+            split = row[f"{side}_split_ms"]  # type: ignore[literal-required]
+            table.add_row(
+                LABELS[row["service"]] if not rust else "",
+                f"{row['events']:,}" if not rust else "",
+                "adk-fastcompact" if rust else "google-adk",
+                _ms(row[f"{side}_ms"]),  # type: ignore[literal-required]
+                f"{row['ratio']:.2f}x" if rust else "",
+                *(_ms(split[phase]) for phase in (*PHASES, OTHER)),
+                (f"[bold yellow]{row['declines']:,}[/]" if row["declines"] else "0")
+                if rust
+                else "",
+                style="bold" if rust else None,
+            )
+    return table
