@@ -30,7 +30,7 @@ import itertools
 import os
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, NoReturn
 
 import adk_fastcompact
 import postgres
@@ -121,7 +121,7 @@ def _never_leave_installed() -> Iterator[None]:
 # -- PostgreSQL -----------------------------------------------------------------------
 
 
-def _no_postgres(why: object) -> None:
+def _no_postgres(why: object) -> NoReturn:
     message = f"no PostgreSQL server: {why}"
     if postgres.in_ci():
         pytest.fail(f"{message} (CI=true: the PostgreSQL tests must run)", pytrace=False)
