@@ -14,18 +14,26 @@ installed google-adk's profile (`compare.PROFILE`) is another family's.
 
 With `-n 2 --dist loadgroup` (tests/run.sh) the tests go to the workers one
 by one, but for the files of `WHOLE_FILES`, which one worker runs whole.
+
+`@pytest.mark.postgres` marks a test that runs on a PostgreSQL server (the
+`postgres_database` fixture). The server is the one `tests/postgres.py`
+started around the run (tests/run.sh: `ADK_FASTCOMPACT_POSTGRES_URL`), else
+one each pytest process starts for itself through it. When none can be
+had, the test skips saying why, and fails in CI (`CI=true`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import itertools
 import os
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, NoReturn
 
 import adk_fastcompact
+import postgres
 import pytest
 from adk_fastcompact import _families, _native
 from compare import NATIVE_OPS, PROFILE
@@ -83,6 +91,11 @@ def pytest_configure(config: pytest.Config) -> None:
         "adk_2_13(what): needs `what`, which only google-adk's 2.13 family has;"
         " skipped on other families",
     )
+    config.addinivalue_line(
+        "markers",
+        "postgres: runs on a PostgreSQL server (tests/postgres.py); skipped where none"
+        " can be started, failed in CI",
+    )
 
 
 def _skip_without_2_13(what: str) -> pytest.MarkDecorator:
@@ -103,6 +116,43 @@ def _never_leave_installed() -> Iterator[None]:
     adk_fastcompact.uninstall()
     yield
     adk_fastcompact.uninstall()
+
+
+# -- PostgreSQL -----------------------------------------------------------------------
+
+
+def _no_postgres(why: object) -> NoReturn:
+    message = f"no PostgreSQL server: {why}"
+    if postgres.in_ci():
+        pytest.fail(f"{message} (CI=true: the PostgreSQL tests must run)", pytrace=False)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """SQLAlchemy URL (asyncpg) of a database on a PostgreSQL server: the one
+    `tests/postgres.py` runs the tests under, else one started here for this
+    process (one per pytest-xdist worker), stopped at the end."""
+    url = os.environ.get(postgres.ENV)
+    if url:
+        yield url
+        return
+    why = os.environ.get(postgres.UNAVAILABLE_ENV)
+    if why:
+        _no_postgres(why)
+    with contextlib.ExitStack() as stack:
+        try:
+            server = stack.enter_context(postgres.server())
+        except postgres.Unavailable as error:
+            _no_postgres(error)
+        yield server.url
+
+
+@pytest.fixture
+def postgres_database(postgres_url: str) -> Iterator[str]:
+    """URL of a new empty database for this test alone, dropped after it."""
+    with postgres.database(postgres_url) as url:
+        yield url
 
 
 # -- the index states ----------------------------------------------------------------

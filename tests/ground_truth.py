@@ -29,7 +29,9 @@ an event is
 
 The stores are written through the three kinds of service the audit reads:
 `InMemorySessionService` (exported as JSON lines with `export_sessions`),
-`SqliteSessionService` and `DatabaseSessionService` on SQLite (aiosqlite).
+`SqliteSessionService` and `DatabaseSessionService` on SQLite (aiosqlite);
+and, given a database URL, `DatabaseSessionService` on PostgreSQL (asyncpg,
+`tests/test_postgres.py`).
 """
 
 from __future__ import annotations
@@ -62,7 +64,8 @@ from runner_harness import EXPECTED_WARNINGS, deterministic, stepped_clock
 
 USER, SESSION = "u", "s"
 
-#: The session services a store is written through.
+#: The session services a store is written through (besides "postgres",
+#: which needs a server: `write(..., url=)`).
 KINDS = ("memory", "sqlite", "database")
 
 IGNORED = (
@@ -248,8 +251,9 @@ class Written:
     """A store written by a run, and its truth."""
 
     kind: str
-    #: What to audit: the SQLite file, or the JSON-lines export.
-    path: Path
+    #: What to audit: the SQLite file, the JSON-lines export, or the
+    #: PostgreSQL database's URL.
+    store: str
     truth: Truth
     ledger: Ledger
     #: Written in exact mode: what google-adk's own assembly (accelerator
@@ -269,16 +273,19 @@ def write(
     *,
     clock: Callable[[], float] | None = None,
     mode: str | None = None,
+    url: str | None = None,
 ) -> Written:
     """Runs `converse` on a new session of `app` held by a `kind` service
-    (see `KINDS`) with google-adk's own code, or after `install(mode)`, and
-    returns the store (under `root`) with its truth. The app's compaction
-    config must carry a `RecordingSummarizer`."""
+    (see `KINDS`; `"postgres"`: `DatabaseSessionService` on the database
+    `url`) with google-adk's own code, or after `install(mode)`, and
+    returns the store (under `root`, or `url`) with its truth. The app's
+    compaction config must carry a `RecordingSummarizer`."""
     adk_fastcompact.uninstall()
     config = app.events_compaction_config
     assert config is not None and isinstance(config.summarizer, RecordingSummarizer)
     ledger = config.summarizer.ledger
     path = root / (f"{app.name}-{kind}.jsonl" if kind == "memory" else f"{app.name}-{kind}.db")
+    assert (url is not None) == (kind == "postgres"), (kind, url)
     final: list[Event] = []
     plain_hidden: set[str] = set()
 
@@ -305,6 +312,8 @@ def write(
                 service = InMemorySessionService()
             elif kind == "sqlite":
                 service = SqliteSessionService(str(path))
+            elif kind == "postgres" and url is not None:
+                service = DatabaseSessionService(url)
             else:
                 service = DatabaseSessionService(f"sqlite+aiosqlite:///{path}")
             await service.create_session(app_name=app.name, user_id=USER, session_id=SESSION)
@@ -329,7 +338,7 @@ def write(
         finally:
             adk_fastcompact.uninstall()
     found = truth(final, ledger)
-    return Written(kind, path, found, ledger, plain_hidden | found.hidden)
+    return Written(kind, url or str(path), found, ledger, plain_hidden | found.hidden)
 
 
 def config_with(settings: dict[str, int], summarizer_llm: BaseLlm) -> EventsCompactionConfig:

@@ -6,12 +6,14 @@ and time from a fixed-step clock (`set_time_provider`, every reading
 advances it), so a conversation is a pure function of the code that runs
 it; the probes count the calls into each Rust entry point (and the ones that
 declined), the classes of the event contents they were handed, and the
-trigger of every summary google-adk's compaction asked for.
+trigger of every summary google-adk's compaction asked for. On request a
+run also records every session the service's `get_session` handed out.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import itertools
 import time
 import warnings
@@ -107,6 +109,9 @@ class Observed:
     native_contents: Counter[str] = field(default_factory=Counter)
     #: `_native.decline_counts()` of the run's thread.
     declines: dict[str, int] = field(default_factory=dict)
+    #: With `record_loads`: every session `get_session` handed out, in
+    #: order, as (events, SHA-256 of its JSON dump).
+    loads: list[tuple[int, str]] = field(default_factory=list)
     seconds: float = 0.0
 
 
@@ -133,20 +138,53 @@ def deterministic(clock: Callable[[], float]) -> Iterator[None]:
         platform_time.reset_time_provider()
 
 
+def new_service(service_kind: str, db: Path | str) -> BaseSessionService:
+    """A session service: `"sqlite"` (`SqliteSessionService` on the file
+    `db`), `"postgres"` (`DatabaseSessionService` on the SQLAlchemy URL
+    `db`), or `"memory"`."""
+    if service_kind == "sqlite":
+        return SqliteSessionService(str(db))
+    if service_kind == "postgres":
+        # Imported here: the other families' parity venvs (tests/families)
+        # run this harness on in-process services only.
+        from google.adk.sessions.database_session_service import DatabaseSessionService
+
+        assert str(db).startswith("postgresql"), db
+        return DatabaseSessionService(str(db))
+    assert service_kind == "memory", service_kind
+    return InMemorySessionService()
+
+
+def _record_loads(service: BaseSessionService, loads: list[tuple[int, str]]) -> None:
+    """Appends to `loads` every session `service.get_session` hands out."""
+    get_session = service.get_session
+
+    async def recorded(**kwargs: Any) -> Any:
+        session = await get_session(**kwargs)
+        if session is not None:
+            dump = session.model_dump_json().encode()
+            loads.append((len(session.events), hashlib.sha256(dump).hexdigest()))
+        return session
+
+    service.get_session = recorded  # type: ignore[method-assign]
+
+
 def run_conversation(
     converse: Callable[[BaseSessionService], Awaitable[C]],
     service_kind: str,
-    db: Path,
+    db: Path | str,
     *,
     install: bool,
     probes: Probes,
     ignore: tuple[tuple[type[Warning], str], ...] = EXPECTED_WARNINGS,
+    record_loads: bool = False,
 ) -> C:
-    """Runs `converse` on a new session service (`"sqlite"` on `db`, or in
-    memory), deterministically, with google-adk's own code or after
+    """Runs `converse` on a new session service (`new_service(service_kind,
+    db)`), deterministically, with google-adk's own code or after
     `install()`, and sets on the conversation it returns what the probes
     saw: `seconds`, `triggers`, `native_calls`, `native_declined`,
-    `native_contents`, and `declines` (the thread's decline counts)."""
+    `native_contents`, `declines` (the thread's decline counts), and with
+    `record_loads` the sessions `get_session` handed out (`loads`)."""
     probes.clear()
     _native.decline_counts(reset=True)
     if install:
@@ -155,14 +193,19 @@ def run_conversation(
     else:
         adk_fastcompact.uninstall()
 
+    loads: list[tuple[int, str]] = []
+
     async def main() -> C:
         with deterministic(stepped_clock(0.25)):
-            service: BaseSessionService
-            if service_kind == "sqlite":
-                service = SqliteSessionService(str(db))
-            else:
-                service = InMemorySessionService()
-            return await converse(service)
+            service = new_service(service_kind, db)
+            if record_loads:
+                _record_loads(service, loads)
+            try:
+                return await converse(service)
+            finally:
+                if service_kind == "postgres":
+                    # Its engine's connections belong to this event loop.
+                    await service.close()  # type: ignore[attr-defined]
 
     started = time.perf_counter()
     try:
@@ -178,6 +221,7 @@ def run_conversation(
     conversation.native_declined = Counter(probes.native_declined)
     conversation.native_contents = Counter(probes.contents)
     conversation.declines = _native.decline_counts(reset=True)
+    conversation.loads = loads
     return conversation
 
 

@@ -22,6 +22,8 @@ It runs on both session services google-adk ships in-process:
 `InMemorySessionService` (200 user messages) and `SqliteSessionService` on a
 `tmp_path` file (100, a cheaper and a cold-load path: every turn reloads the
 events), under three configs: sliding window, token threshold, and both.
+`tests/test_postgres.py` runs the same (`run_both`) on `DatabaseSessionService`
+over a PostgreSQL server.
 The test also checks that the comparison is not vacuous: several summaries
 are stored (from both triggers when both are configured), most root prompts
 carry a summary, the newest invocation was rewound at least once, a
@@ -90,7 +92,7 @@ CONFIGS: dict[str, dict[str, int]] = {
 
 #: Conversation length per session service: user messages sent through
 #: `Runner.run_async` (the rewinds the driver makes on the way come on top).
-TURNS = {"memory": 200, "sqlite": 100}
+TURNS = {"memory": 200, "sqlite": 100, "postgres": 100}
 
 #: How often the driver asks for each action on a text turn.
 WEIGHTS = {
@@ -276,15 +278,18 @@ def _run(
     config: dict[str, int],
     turns: int,
     seed: str,
-    db: Path,
+    db: Path | str,
     *,
     install: bool,
     probes: Probes,
+    record_loads: bool = False,
 ) -> Conversation:
     def converse(service: BaseSessionService) -> Any:
         return _converse(service, config, turns, seed)
 
-    return run_conversation(converse, service_kind, db, install=install, probes=probes)
+    return run_conversation(
+        converse, service_kind, db, install=install, probes=probes, record_loads=record_loads
+    )
 
 
 def _resumed_after_compaction(conversation: Conversation) -> list[str]:
@@ -359,28 +364,49 @@ def test_runner_conversation_is_identical_with_install(
     tmp_path: Path,
     probes: Probes,
 ) -> None:
+    run_both(service_kind, config_name, tmp_path / "plain.db", tmp_path / "fast.db", probes)
+
+
+def run_both(
+    service_kind: str,
+    config_name: str,
+    plain_db: Path | str,
+    fast_db: Path | str,
+    probes: Probes,
+    *,
+    record_loads: bool = False,
+) -> tuple[Conversation, Conversation]:
+    """The conversation of `config_name` on a `service_kind` service (see
+    `runner_harness.new_service`), with google-adk's own code on `plain_db`
+    and after `install()` on `fast_db`: asserts the two runs are identical
+    (with `record_loads`, every session `get_session` handed out too), that
+    the comparison is not vacuous and that the installed run used the Rust
+    core; returns both."""
     config = CONFIGS[config_name]
     if not RUNNER_SLIDES and "token_threshold" not in config:
         pytest.skip("google-adk 2.0-2.1's Runner compacts nothing for an LlmAgent root")
     turns = TURNS[service_kind]
-    seed = f"{config_name}-{service_kind}"
+    # PostgreSQL runs SQLite's conversation (the same number of turns).
+    seed = f"{config_name}-{'sqlite' if service_kind == 'postgres' else service_kind}"
     plain = _run(
         service_kind,
         config,
         turns,
         seed,
-        tmp_path / "plain.db",
+        plain_db,
         install=False,
         probes=probes,
+        record_loads=record_loads,
     )
     fast = _run(
         service_kind,
         config,
         turns,
         seed,
-        tmp_path / "fast.db",
+        fast_db,
         install=True,
         probes=probes,
+        record_loads=record_loads,
     )
 
     # google-adk's own run never reached the Rust core.
@@ -395,6 +421,10 @@ def test_runner_conversation_is_identical_with_install(
     assert_same("session", plain.session, fast.session)
     assert_same("compaction triggers", plain.triggers, fast.triggers)
     assert_same("driver log", plain.log, fast.log)
+    assert_same("sessions get_session handed out", plain.loads, fast.loads)
+    if record_loads:
+        # At least one load a turn (the Runner's), each of a whole session.
+        assert len(plain.loads) >= turns, len(plain.loads)
 
     # ... and the comparison is not vacuous.
     log = plain.log
@@ -443,3 +473,4 @@ def test_runner_conversation_is_identical_with_install(
     assert {name for name in used if fast.native_calls[name] == 0} == set(), fast.native_calls
     assert sum(fast.native_declined.values()) == 0, fast.native_declined
     assert fast.declines == {}, fast.declines
+    return plain, fast
