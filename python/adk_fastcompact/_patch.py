@@ -292,6 +292,10 @@ def _hook_session_copies() -> None:
     and a reference per event, held until the session copy dies (timed:
     `index_stats()["copy_seconds"]`). The copy's compaction events get the
     summaries of the stored originals (built once per compaction event).
+
+    The copy itself is made by `_native.deep_copy_model` where the session's
+    copier is google-adk's own (2.12+), and Event gets it too
+    (`_bind_event_copier`); see docs/session-copy.md.
     """
     from google.adk.sessions.session import Session
 
