@@ -22,7 +22,7 @@ use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyDict, PyList, PySet, PyTuple};
+use pyo3::types::{PyDict, PyList, PySet, PyString, PyTuple, PyType};
 use pyo3::PyTypeInfo;
 
 /// Container and model levels copied on the Rust stack before the rest of
@@ -38,6 +38,9 @@ struct Known {
     deepcopy: Py<PyAny>,
     /// `pydantic_core.PydanticUndefined`.
     undefined: Py<PyAny>,
+    /// `object.__getattribute__`: a class that keeps it has its instances'
+    /// slots read by `PyObject_GenericGetAttr` directly.
+    object_getattribute: Py<PyAny>,
     /// `object.__new__`'s slot (`object_new`): a class whose `tp_new` is it
     /// gets `cls.__new__(cls)` by a direct call.
     object_new: usize,
@@ -64,6 +67,10 @@ fn known(py: Python<'_>) -> PyResult<&Known> {
         Ok(Known {
             base_deepcopy: base.getattr(intern!(py, "__deepcopy__"))?.unbind(),
             deepcopy: py.import("copy")?.getattr("deepcopy")?.unbind(),
+            object_getattribute: py
+                .get_type::<pyo3::types::PyAny>()
+                .getattr(intern!(py, "__getattribute__"))?
+                .unbind(),
             undefined: py
                 .import("pydantic_core")?
                 .getattr("PydanticUndefined")?
@@ -131,9 +138,11 @@ pub fn deep_copy_model<'py>(
         known: k,
         copiers,
         atomic: atomic_types(py),
+        classes: Vec::new(),
         depth: 0,
     };
-    copier.model(model, id(model)?)
+    let info = copier.class_info(&model.get_type())?;
+    copier.model(model, id(model)?, info)
 }
 
 /// The six types google-adk returns as they are (exact types only).
@@ -143,7 +152,7 @@ fn atomic_types(py: Python<'_>) -> [*mut ffi::PyTypeObject; 6] {
         pyo3::types::PyBool::type_object_raw(py),
         pyo3::types::PyInt::type_object_raw(py),
         pyo3::types::PyFloat::type_object_raw(py),
-        pyo3::types::PyString::type_object_raw(py),
+        PyString::type_object_raw(py),
         pyo3::types::PyBytes::type_object_raw(py),
     ]
 }
@@ -167,8 +176,25 @@ struct Copier<'py, 'k> {
     /// The `__deepcopy__` functions whose classes are copied here.
     copiers: Vec<*mut ffi::PyObject>,
     atomic: [*mut ffi::PyTypeObject; 6],
+    /// What this copy learned of the classes it met (held, so an address
+    /// names one class for the whole copy).
+    classes: Vec<(Bound<'py, PyType>, ClassInfo)>,
     depth: u32,
 }
+
+/// What a copy needs to know of a class.
+#[derive(Clone, Copy)]
+struct ClassInfo {
+    /// Its `__deepcopy__` is one of the copiers copied here.
+    copied_here: bool,
+    /// It keeps `object.__getattribute__`: attribute reads may go straight
+    /// to `PyObject_GenericGetAttr` (and to the full lookup, `__getattr__`
+    /// included, when that fails).
+    generic_getattr: bool,
+}
+
+/// Classes remembered per copy (a session has a few dozen model classes).
+const MAX_CLASSES: usize = 64;
 
 impl<'py> Copier<'py, '_> {
     #[inline]
@@ -213,12 +239,70 @@ impl<'py> Copier<'py, '_> {
         if value.is_exact_instance_of::<PySet>() {
             return self.set(value, key);
         }
-        let copier = value
-            .get_type()
-            .getattr_opt(intern!(self.py, "__deepcopy__"))?;
-        match copier {
-            Some(c) if self.copiers.contains(&c.as_ptr()) => self.model(value, key),
-            _ => self.foreign(value),
+        let info = self.class_info(&value.get_type())?;
+        if info.copied_here {
+            self.model(value, key, info)
+        } else {
+            self.foreign(value)
+        }
+    }
+
+    /// What `ty`'s `__deepcopy__` and `__getattribute__` are, looked up
+    /// once per copy.
+    fn class_info(&mut self, ty: &Bound<'py, PyType>) -> PyResult<ClassInfo> {
+        if let Some((_, info)) = self.classes.iter().find(|(t, _)| t.is(ty)) {
+            return Ok(*info);
+        }
+        let py = self.py;
+        let copier = ty.getattr_opt(intern!(py, "__deepcopy__"))?;
+        let getattribute = ty.getattr_opt(intern!(py, "__getattribute__"))?;
+        let info = ClassInfo {
+            copied_here: matches!(&copier, Some(c) if self.copiers.contains(&c.as_ptr())),
+            generic_getattr: matches!(
+                &getattribute,
+                Some(g) if g.is(self.known.object_getattribute.bind(py))
+            ),
+        };
+        if self.classes.len() < MAX_CLASSES {
+            self.classes.push((ty.clone(), info));
+        }
+        Ok(info)
+    }
+
+    /// `getattr(obj, name)` where it succeeds on `PyObject_GenericGetAttr`
+    /// and the class keeps `object.__getattribute__` (what its
+    /// `tp_getattro` runs first), else None: the caller then makes the full
+    /// lookup (pydantic's `__getattr__` included), which raises or finds.
+    fn generic_attr(
+        &self,
+        obj: &Bound<'py, PyAny>,
+        name: &Bound<'py, PyString>,
+        info: ClassInfo,
+    ) -> Option<Bound<'py, PyAny>> {
+        if !info.generic_getattr {
+            return None;
+        }
+        // SAFETY: live objects; a new reference or NULL with an exception
+        // set (dropped: the full lookup raises it again, or finds the value).
+        let found = unsafe { ffi::PyObject_GenericGetAttr(obj.as_ptr(), name.as_ptr()) };
+        if found.is_null() {
+            drop(PyErr::take(self.py));
+            return None;
+        }
+        // SAFETY: the new reference just made.
+        Some(unsafe { Bound::from_owned_ptr(self.py, found) })
+    }
+
+    /// `getattr(obj, name)` (by [`Copier::generic_attr`] where it can).
+    fn attr(
+        &self,
+        obj: &Bound<'py, PyAny>,
+        name: &Bound<'py, PyString>,
+        info: ClassInfo,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        match self.generic_attr(obj, name, info) {
+            Some(v) => Ok(v),
+            None => obj.getattr(name),
         }
     }
 
@@ -367,12 +451,13 @@ impl<'py> Copier<'py, '_> {
         &mut self,
         model: &Bound<'py, PyAny>,
         key: Bound<'py, PyAny>,
+        info: ClassInfo,
     ) -> PyResult<Bound<'py, PyAny>> {
         let py = self.py;
         let clone = self.new_instance(model)?;
         self.memo.set_item(&key, &clone)?;
         self.keep(model)?;
-        let fields = model.getattr(intern!(py, "__dict__"))?;
+        let fields = self.attr(model, intern!(py, "__dict__"), info)?;
         let copied_fields = match fields.cast_exact::<PyDict>() {
             Ok(d) => d.copy()?.into_any(),
             Err(_) => fields.call_method0(intern!(py, "copy"))?,
@@ -399,14 +484,14 @@ impl<'py> Copier<'py, '_> {
             }
         })?;
         set_slot(&clone, intern!(py, "__dict__"), &copied_fields)?;
-        let extra = model.getattr(intern!(py, "__pydantic_extra__"))?;
+        let extra = self.attr(model, intern!(py, "__pydantic_extra__"), info)?;
         let extra = if extra.is_none() {
             extra
         } else {
             self.nested(|c| c.value(&extra))?
         };
         set_slot(&clone, intern!(py, "__pydantic_extra__"), &extra)?;
-        let fields_set = model.getattr(intern!(py, "__pydantic_fields_set__"))?;
+        let fields_set = self.attr(model, intern!(py, "__pydantic_fields_set__"), info)?;
         let fields_set = if fields_set.is_exact_instance_of::<PySet>() {
             // SAFETY: `set.copy()` of an exact set is `PySet_New(set)` (the
             // same table layout); a new reference or NULL with an exception.
@@ -415,7 +500,11 @@ impl<'py> Copier<'py, '_> {
             fields_set.call_method0(intern!(py, "copy"))?
         };
         set_slot(&clone, intern!(py, "__pydantic_fields_set__"), &fields_set)?;
-        let private = match model.getattr_opt(intern!(py, "__pydantic_private__"))? {
+        let private = match self.generic_attr(model, intern!(py, "__pydantic_private__"), info) {
+            Some(p) => Some(p),
+            None => model.getattr_opt(intern!(py, "__pydantic_private__"))?,
+        };
+        let private = match private {
             Some(p) if !p.is_none() => {
                 let undefined = self.known.undefined.bind(py);
                 let out = PyDict::new(py);
@@ -466,7 +555,7 @@ impl<'py> Copier<'py, '_> {
 /// `__setattr__` as google-adk's `_object_setattr` does.
 fn set_slot(
     obj: &Bound<'_, PyAny>,
-    name: &Bound<'_, pyo3::types::PyString>,
+    name: &Bound<'_, PyString>,
     value: &Bound<'_, PyAny>,
 ) -> PyResult<()> {
     // SAFETY: three live objects.
