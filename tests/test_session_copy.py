@@ -480,6 +480,45 @@ def test_past_the_native_depth_the_rest_goes_to_copy_deepcopy() -> None:
     nothing_mutable_shared(session, result["ours"])
 
 
+@pytest.mark.skipif(
+    sys.version_info < (3, 11), reason="Python calls Python on the C stack before 3.11"
+)
+def test_the_native_depth_bound_holds_on_a_small_stack() -> None:
+    """A 50,000-level list copied on a 4 MB thread stack with the recursion
+    limit raised: copied natively only down to the depth bound (unbounded,
+    the native recursion would overflow that stack), the rest by
+    `copy.deepcopy`, whose Python frames take no C stack on 3.11+."""
+    deep: list[Any] = []
+    node = deep
+    for _ in range(50_000):
+        node.append([])
+        node = node[0]
+    session = _session([], {"deep": deep})
+    result: dict[str, Any] = {}
+
+    def run() -> None:
+        old = sys.getrecursionlimit()
+        sys.setrecursionlimit(300_000)
+        try:
+            result["ours"] = native_copy(session)
+            result["theirs"] = oracle(session)
+        except BaseException as error:  # reported by the assertion below
+            result["error"] = error
+        finally:
+            sys.setrecursionlimit(old)
+
+    threading.stack_size(4 * 1024 * 1024)
+    try:
+        thread = threading.Thread(target=run)
+        thread.start()
+        thread.join()
+    finally:
+        threading.stack_size(0)
+    assert "error" not in result, result.get("error")
+    same_shape(result["ours"], result["theirs"])
+    nothing_mutable_shared(session, result["ours"])
+
+
 # -- install() ----------------------------------------------------------------------
 
 
