@@ -12,7 +12,6 @@ google-adk's own code, with its own exceptions.
 
 from __future__ import annotations
 
-import copy
 import inspect
 import logging
 from collections.abc import Callable
@@ -61,7 +60,10 @@ def same(first: Any, second: Any) -> bool:
 
 
 def _copy(value: Any) -> Any:
-    return copy.deepcopy(value)
+    """A fresh copy of a kept decoding, by the native copier
+    (docs/session-copy.md): a decoding holds no cycle and shares nothing, so
+    its copy is interchangeable with another decoding."""
+    return _native.deep_copy_model(value)
 
 
 def _sqlite_module() -> Any:

@@ -9,7 +9,7 @@ a list); the wrappers in `adk_fastcompact` then call google-adk's function.
 """
 
 from collections.abc import Callable
-from typing import Any, final
+from typing import Any, TypeVar, final
 
 from google.adk.events.event import Event
 from google.genai.types import Content
@@ -26,6 +26,7 @@ __all__ = [
     "coverage_record",
     "decline_counts",
     "decline_totals",
+    "deep_copy_model",
     "exact_foreign",
     "exact_prompt",
     "exact_record",
@@ -47,6 +48,8 @@ __all__ = [
 ]
 
 __version__: str
+
+_ModelT = TypeVar("_ModelT")
 
 def analyze_sessions(
     sessions: list[list[Event]],
@@ -276,6 +279,30 @@ def exact_record(
 
     Raises:
       ValueError: A position is out of range, or the events cannot be read.
+    """
+
+def deep_copy_model(model: _ModelT, memo: dict[int, Any] | None = None) -> _ModelT:
+    """Returns a deep copy of a pydantic model, as google-adk's `deep_copy_model` does.
+
+    google-adk's `utils._model_copy.deep_copy_model` (2.12+) made natively:
+    lists, dicts, sets and models whose class's `__deepcopy__` is pydantic's,
+    google-adk's or ours are copied here; `None`, `bool`, `int`, `float`,
+    `str` and `bytes` (exact types) are returned as they are; every other
+    value is handed to `copy.deepcopy(value, memo)`. A model that contains
+    itself copies as a cycle. A tree deeper than the recursion limit raises
+    `RecursionError`. See docs/session-copy.md.
+
+    Args:
+      model: The model to copy.
+      memo: The `copy.deepcopy` memo (a dict): copies are recorded in it, so
+        objects shared within the tree stay shared in the copy, and the
+        originals are kept alive in the list at `memo[id(memo)]`.
+
+    Returns:
+      A deep copy of `model`.
+
+    Raises:
+      RecursionError: The tree is nested deeper than the recursion limit.
     """
 
 def decline_counts(reset: bool = False) -> dict[str, int]:

@@ -293,20 +293,31 @@ def _hook_session_copies() -> None:
     and a reference per event, held until the session copy dies (timed:
     `index_stats()["copy_seconds"]`). The copy's compaction events get the
     summaries of the stored originals (built once per compaction event).
+
+    The copy itself is made by `_native.deep_copy_model` where the session's
+    copier is google-adk's own (2.12+), and Event gets it too
+    (`_bind_event_copier`); see docs/session-copy.md.
     """
     from google.adk.sessions.session import Session
 
     own = Session.__dict__.get("__deepcopy__", _MISSING)
     inherited = Session.__deepcopy__
+    # google-adk's own copier, replaced by the native one (same result,
+    # see docs/session-copy.md); any other (pydantic's on families before
+    # 2.12, or one a user set) is kept.
+    native = _native_copier(inherited)
+    copier = inherited if native is None else native
 
     def __deepcopy__(self: Any, memo: dict[int, Any] | None = None) -> Any:
-        copied = inherited(self, memo)
+        copied = copier(self, memo)
         _native.index_copied(self.__dict__.get("events"), copied.__dict__.get("events"), copied)
         return copied
 
     Session.__deepcopy__ = __deepcopy__  # type: ignore[method-assign]
+    undo_event = _bind_event_copier()
 
     def undo() -> None:
+        undo_event()
         if Session.__dict__.get("__deepcopy__") is __deepcopy__:
             if own is _MISSING:
                 del Session.__deepcopy__
@@ -325,6 +336,43 @@ def _hook_session_loads() -> None:
         undo = hook()
         if undo is not None:
             _undo.append(undo)
+
+
+def _native_copier(copier: Any) -> Callable[..., Any] | None:
+    """`_native.deep_copy_model` when `copier` is google-adk's own
+    `utils._model_copy.deep_copy_model` (google-adk 2.12+), else None.
+
+    Recognised by identity with the object google-adk defines, never by
+    version: a copier someone else set is left to run.
+    """
+    try:
+        from google.adk.utils import _model_copy
+    except ImportError:
+        return None
+    if copier is getattr(_model_copy, "deep_copy_model", _MISSING):
+        return _native.deep_copy_model
+    return None
+
+
+def _bind_event_copier() -> Callable[[], None]:
+    """Gives `Event` the native copier (`_copy.deep_copy_model`, a Python
+    function, so that it binds as a method) when its `__deepcopy__` is
+    google-adk's own; returns what undoes it (restoring the original only
+    if ours is still there)."""
+    from google.adk.events.event import Event
+
+    from . import _copy
+
+    own = Event.__dict__.get("__deepcopy__", _MISSING)
+    if _native_copier(own) is None:
+        return lambda: None
+    Event.__deepcopy__ = _copy.deep_copy_model  # type: ignore[method-assign,assignment]
+
+    def undo() -> None:
+        if Event.__dict__.get("__deepcopy__") is _copy.deep_copy_model:
+            Event.__deepcopy__ = own  # type: ignore[method-assign]
+
+    return undo
 
 
 _undo: list[Callable[[], None]] = []

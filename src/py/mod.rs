@@ -4,6 +4,7 @@
 mod analysis;
 mod audit;
 mod classes;
+mod copy;
 mod coverage;
 mod error;
 mod exact;
@@ -29,6 +30,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<window::Selected>()?;
     m.add_class::<coverage::ExactSelection>()?;
+    m.add_function(wrap_pyfunction!(copy::deep_copy_model, m)?)?;
     m.add_function(wrap_pyfunction!(error::decline_counts, m)?)?;
     m.add_function(wrap_pyfunction!(error::decline_totals, m)?)?;
     m.add_function(wrap_pyfunction!(analysis::analyze_sessions, m)?)?;
