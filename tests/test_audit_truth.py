@@ -273,9 +273,17 @@ def parallel_app(name: str = "parallel") -> App:
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_parallel_agent(tmp_path: Path, kind: str) -> None:
-    written = write(kind, tmp_path, parallel_app(), chat(12))
+    # On SQLite the branches' events reach the store in aiosqlite's thread
+    # order: on a loaded machine a run now and then hides nothing (about 1
+    # in 6). Each run's audit must equal its truth; one of three must hide.
+    for attempt in range(3):
+        root = tmp_path / str(attempt)
+        root.mkdir()
+        written = write(kind, root, parallel_app(), chat(12))
+        assert_truth(written, PARALLEL)
+        if written.truth.hidden:
+            break
     assert written.truth.hidden, "the scenario no longer hides anything"
-    assert_truth(written, PARALLEL)
 
 
 # -- overlapping invocations (in memory: the SQL services refuse them) -------------------
