@@ -83,7 +83,8 @@ def hook_sqlite() -> Callable[[], None] | None:
         return None
     from google.adk.events.event import Event
 
-    source = inspect.getsource(module.SqliteSessionService.get_session)
+    # (Through wrappers that name what they wrap, as functools.wraps does.)
+    source = inspect.getsource(inspect.unwrap(module.SqliteSessionService.get_session))
     if module.__dict__.get("Event") is not Event or source.count("Event.model_validate_json(") != 1:
         logger.info(
             "adk_fastcompact: SqliteSessionService.get_session left as it is"
