@@ -34,12 +34,12 @@ estimate) is compaction time.
 from __future__ import annotations
 
 import importlib
-import inspect
 import json
 import random
 import time
 import zlib
 from collections.abc import AsyncGenerator, Callable
+from functools import partial
 from typing import Any
 
 from google.adk.agents.llm_agent import LlmAgent
@@ -56,7 +56,7 @@ from pydantic import PrivateAttr
 
 from . import _patch, _reference
 from ._sessions import AGENT_NAME, COMPACTION_INTERVAL, OVERLAP_SIZE, _words
-from ._simulate import InstantSummarizer, ScriptedLlm, quiet
+from ._simulate import InstantSummarizer, ScriptedLlm, quiet, timed
 
 APP_NAME = "fastcompact_e2e"
 USER_ID = "user"
@@ -314,47 +314,6 @@ class Split:
         return totals
 
 
-def _timed(function: Callable[..., Any], split: Split, phase: str) -> Callable[..., Any]:
-    """`function` with its time charged to `phase`."""
-    if inspect.isasyncgenfunction(function):
-
-        async def timed_generator(*args: Any, **kwargs: Any) -> AsyncGenerator[Any, None]:
-            generator = function(*args, **kwargs)
-            try:
-                while True:
-                    split.enter(phase)
-                    try:
-                        item = await generator.__anext__()
-                    except StopAsyncIteration:
-                        return
-                    finally:
-                        split.leave()
-                    yield item
-            finally:
-                await generator.aclose()
-
-        return timed_generator
-    if inspect.iscoroutinefunction(function):
-
-        async def timed_coroutine(*args: Any, **kwargs: Any) -> Any:
-            split.enter(phase)
-            try:
-                return await function(*args, **kwargs)
-            finally:
-                split.leave()
-
-        return timed_coroutine
-
-    def timed_function(*args: Any, **kwargs: Any) -> Any:
-        split.enter(phase)
-        try:
-            return function(*args, **kwargs)
-        finally:
-            split.leave()
-
-    return timed_function
-
-
 CONTENTS_MODULES = (
     "google.adk.flows.llm_flows.context._contents",
     "google.adk.flows.llm_flows.contents",
@@ -387,7 +346,10 @@ def instrument(split: Split, service: BaseSessionService) -> Callable[[], None]:
     where += [(*_reference.locations()[name], "compaction") for name in _COMPACTION]
     for module_name, attr, phase in where:
         function = getattr(importlib.import_module(module_name), attr)
-        targets[id(function)] = (function, _timed(function, split, phase))
+        targets[id(function)] = (
+            function,
+            timed(function, partial(split.enter, phase), split.leave),
+        )
     patched = _patch.rebind(targets)
     kind = type(service)
 

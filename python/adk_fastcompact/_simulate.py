@@ -143,21 +143,25 @@ class Stopwatch:
         return total
 
 
-def _timed(function: Callable[..., Any], watch: Stopwatch) -> Callable[..., Any]:
-    """`function` with its running time (only) accumulated on `watch`."""
+def timed(
+    function: Callable[..., Any], enter: Callable[[], None], leave: Callable[[], None]
+) -> Callable[..., Any]:
+    """`function` with `enter()` called as each stretch of its running time
+    starts and `leave()` as it ends (an async generator's between items,
+    a coroutine's around its awaits included)."""
     if inspect.isasyncgenfunction(function):
 
         async def timed_generator(*args: Any, **kwargs: Any) -> AsyncGenerator[Any, None]:
             generator = function(*args, **kwargs)
             try:
                 while True:
-                    watch.enter()
+                    enter()
                     try:
                         item = await generator.__anext__()
                     except StopAsyncIteration:
                         return
                     finally:
-                        watch.leave()
+                        leave()
                     yield item
             finally:
                 await generator.aclose()
@@ -166,20 +170,20 @@ def _timed(function: Callable[..., Any], watch: Stopwatch) -> Callable[..., Any]
     if inspect.iscoroutinefunction(function):
 
         async def timed_coroutine(*args: Any, **kwargs: Any) -> Any:
-            watch.enter()
+            enter()
             try:
                 return await function(*args, **kwargs)
             finally:
-                watch.leave()
+                leave()
 
         return timed_coroutine
 
     def timed_function(*args: Any, **kwargs: Any) -> Any:
-        watch.enter()
+        enter()
         try:
             return function(*args, **kwargs)
         finally:
-            watch.leave()
+            leave()
 
     return timed_function
 
@@ -199,7 +203,7 @@ def time_bindings(watch: Stopwatch) -> Callable[[], None]:
     targets: dict[int, tuple[Callable[..., Any], Callable[..., Any]]] = {}
     for module_name, attr in _reference.locations().values():
         function = getattr(importlib.import_module(module_name), attr)
-        targets[id(function)] = (function, _timed(function, watch))
+        targets[id(function)] = (function, timed(function, watch.enter, watch.leave))
     patched = _patch.rebind(targets)
 
     def undo() -> None:
