@@ -98,8 +98,11 @@ DEFAULT_SIZES: tuple[int, ...] = (2_000,)
 DEFAULT_TURNS = 5
 """Timed turns per side, service and size."""
 
-DEFAULT_WARMUP = 1
-"""Untimed turns per side before the timed ones."""
+DEFAULT_WARMUP = 2
+"""Untimed turns per side before the timed ones: two, as the SQL services'
+row memo decodes a stored row twice before it answers it from memory
+(docs/session-load.md), so the timed turns are the steady state a long
+session's turns are in."""
 
 SIDES = ("python", "rust")
 

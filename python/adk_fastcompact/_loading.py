@@ -72,6 +72,35 @@ def _sqlite_module() -> Any:
     return sqlite_session_service
 
 
+#: `_stored_event_class`'s classes, by the Event class they stand for (made
+#: once: a pydantic class costs milliseconds to build).
+_stored_classes: dict[type, type] = {}
+
+
+def _stored_event_class(event_class: Any) -> Any:
+    """A subclass of `event_class` whose `model_validate_json` of one stored
+    row is answered through the row memo (the objects it returns are
+    `event_class`'s)."""
+    made = _stored_classes.get(event_class)
+    if made is not None:
+        return made
+    decode = event_class.model_validate_json
+
+    class StoredEvent(event_class):  # type: ignore[misc,valid-type]
+        """google-adk's Event, whose `model_validate_json` of one stored
+        row is answered through the row memo."""
+
+        @classmethod
+        def model_validate_json(cls, json_data: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+            if kwargs:
+                return decode(json_data, **kwargs)
+            return _native.stored_event(json_data, decode, _copy, same)
+
+    StoredEvent.__name__ = StoredEvent.__qualname__ = event_class.__name__
+    _stored_classes[event_class] = StoredEvent
+    return StoredEvent
+
+
 def hook_sqlite() -> Callable[[], None] | None:
     """Makes `SqliteSessionService.get_session` decode its rows through the
     memo; returns the undo, or None (logged) where its code is not the
@@ -91,19 +120,7 @@ def hook_sqlite() -> Callable[[], None] | None:
             " (its rows are not decoded by one Event.model_validate_json call)"
         )
         return None
-    decode = Event.model_validate_json
-
-    class StoredEvent(Event):  # type: ignore[misc]
-        """google-adk's Event, whose `model_validate_json` of one stored
-        row is answered through the row memo."""
-
-        @classmethod
-        def model_validate_json(cls, json_data: Any, **kwargs: Any) -> Any:  # type: ignore[override]
-            if kwargs:
-                return decode(json_data, **kwargs)
-            return _native.stored_event(json_data, decode, _copy, same)
-
-    StoredEvent.__name__ = StoredEvent.__qualname__ = "Event"
+    StoredEvent = _stored_event_class(Event)
     module.Event = StoredEvent
 
     def undo() -> None:
