@@ -45,7 +45,6 @@ from typing import Any
 from google.adk.agents.llm_agent import LlmAgent
 from google.adk.apps.app import App, EventsCompactionConfig
 from google.adk.events.event import Event
-from google.adk.events.event_actions import EventActions, EventCompaction
 from google.adk.models.llm_request import LlmRequest
 from google.adk.models.llm_response import LlmResponse
 from google.adk.runners import Runner
@@ -56,7 +55,7 @@ from pydantic import PrivateAttr
 
 from . import _patch, _reference
 from ._sessions import AGENT_NAME, COMPACTION_INTERVAL, OVERLAP_SIZE, _words
-from ._simulate import InstantSummarizer, ScriptedLlm, quiet, timed
+from ._simulate import InstantSummarizer, ScriptedLlm, quiet, summary_event, timed
 
 APP_NAME = "fastcompact_e2e"
 USER_ID = "user"
@@ -226,20 +225,7 @@ class SummaryWriter(InstantSummarizer):
     async def maybe_summarize_events(self, *, events: list[Event]) -> Event | None:
         head = f"Summary of {len(events)} events. "
         text = (head + self.text)[:SUMMARY_CHARS].ljust(SUMMARY_CHARS, ".")
-        return Event(
-            author="user",
-            invocation_id=Event.new_id(),
-            actions=EventActions(
-                compaction=EventCompaction(
-                    start_timestamp=events[0].timestamp,
-                    end_timestamp=events[-1].timestamp,
-                    compacted_content=types.Content(role="model", parts=[types.Part(text=text)]),
-                )
-            ),
-            usage_metadata=types.GenerateContentResponseUsageMetadata(
-                prompt_token_count=100 * len(events), candidates_token_count=SUMMARY_CHARS // 4
-            ),
-        )
+        return summary_event(events, text, SUMMARY_CHARS // 4)
 
 
 def build_app(seed: int = 0) -> tuple[App, RecordingLlm]:

@@ -217,6 +217,26 @@ def time_bindings(watch: Stopwatch) -> Callable[[], None]:
 # -- the summarizer ------------------------------------------------------------------
 
 
+def summary_event(events: list[Event], text: str, candidates_tokens: int) -> Event:
+    """The compaction event `LlmEventSummarizer` would write for `events`
+    with summary `text`: author ``"user"``, a fresh invocation id, the first
+    to the last input timestamp, and usage metadata."""
+    return Event(
+        author="user",
+        invocation_id=Event.new_id(),
+        actions=EventActions(
+            compaction=EventCompaction(
+                start_timestamp=events[0].timestamp,
+                end_timestamp=events[-1].timestamp,
+                compacted_content=types.Content(role="model", parts=[types.Part(text=text)]),
+            )
+        ),
+        usage_metadata=types.GenerateContentResponseUsageMetadata(
+            prompt_token_count=100 * len(events), candidates_token_count=candidates_tokens
+        ),
+    )
+
+
 class InstantSummarizer(BaseEventsSummarizer):
     """Answers at once with the event `LlmEventSummarizer` would write.
 
@@ -236,23 +256,8 @@ class InstantSummarizer(BaseEventsSummarizer):
     async def maybe_summarize_events(self, *, events: list[Event]) -> Event | None:
         start = time.perf_counter()
         self.calls.append(list(events))
-        event = Event(
-            author="user",
-            invocation_id=Event.new_id(),
-            actions=EventActions(
-                compaction=EventCompaction(
-                    start_timestamp=events[0].timestamp,
-                    end_timestamp=events[-1].timestamp,
-                    compacted_content=types.Content(
-                        role="model",
-                        parts=[types.Part(text=f"Summary of {len(events)} events. {self.text}")],
-                    ),
-                )
-            ),
-            usage_metadata=types.GenerateContentResponseUsageMetadata(
-                prompt_token_count=100 * len(events),
-                candidates_token_count=len(self.text) // 4,
-            ),
+        event = summary_event(
+            events, f"Summary of {len(events)} events. {self.text}", len(self.text) // 4
         )
         seconds = time.perf_counter() - start
         self.elapsed += seconds
