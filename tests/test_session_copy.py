@@ -440,42 +440,53 @@ def test_deep_nesting_raises_recursion_error_like_google_adk() -> None:
     with pytest.raises(RecursionError):
         native_copy(session)
     # A tree within the limit copies natively, whatever its depth.
-    shallow: list[Any] = []
-    node_list = shallow
-    for _ in range(sys.getrecursionlimit() // 4):
-        node_list.append([])
-        node_list = node_list[0]
-    assert_same_copy(_session([], {"l": shallow}))
+    assert_same_copy(_session([], {"l": _nested(sys.getrecursionlimit() // 4)}))
 
 
-def test_past_the_native_depth_the_rest_goes_to_copy_deepcopy() -> None:
-    """With the recursion limit raised, a tree deeper than the native
-    depth bound is copied (its deep part by `copy.deepcopy`), never
-    overflowing the Rust stack."""
+def _nested(levels: int) -> list[Any]:
+    """A list `levels` lists deep."""
     deep: list[Any] = []
     node = deep
-    for _ in range(5_000):
+    for _ in range(levels):
         node.append([])
         node = node[0]
-    session = _session([], {"deep": deep})
+    return deep
+
+
+def _copied_on_a_thread(session: Session, stack_bytes: int, limit: int) -> dict[str, Any]:
+    """Our copy (`ours`) and google-adk's (`theirs`) of `session`, made on a
+    thread of `stack_bytes` stack with the recursion limit at `limit`; an
+    exception goes to `error`."""
     result: dict[str, Any] = {}
 
     def run() -> None:
         old = sys.getrecursionlimit()
-        sys.setrecursionlimit(60_000)
+        sys.setrecursionlimit(limit)
         try:
             result["ours"] = native_copy(session)
             result["theirs"] = oracle(session)
+        except BaseException as error:  # reported by the callers' assertions
+            result["error"] = error
         finally:
             sys.setrecursionlimit(old)
 
-    threading.stack_size(256 * 1024 * 1024)
+    threading.stack_size(stack_bytes)
     try:
         thread = threading.Thread(target=run)
         thread.start()
         thread.join()
     finally:
         threading.stack_size(0)
+    return result
+
+
+def test_past_the_native_depth_the_rest_goes_to_copy_deepcopy() -> None:
+    """With the recursion limit raised, a tree deeper than the native
+    depth bound is copied (its deep part by `copy.deepcopy`), never
+    overflowing the Rust stack."""
+    session = _session([], {"deep": _nested(5_000)})
+    result = _copied_on_a_thread(session, 256 * 1024 * 1024, 60_000)
+    assert "error" not in result, result.get("error")
     same_shape(result["ours"], result["theirs"])
     nothing_mutable_shared(session, result["ours"])
 
@@ -488,32 +499,8 @@ def test_the_native_depth_bound_holds_on_a_small_stack() -> None:
     limit raised: copied natively only down to the depth bound (unbounded,
     the native recursion would overflow that stack), the rest by
     `copy.deepcopy`, whose Python frames take no C stack on 3.11+."""
-    deep: list[Any] = []
-    node = deep
-    for _ in range(50_000):
-        node.append([])
-        node = node[0]
-    session = _session([], {"deep": deep})
-    result: dict[str, Any] = {}
-
-    def run() -> None:
-        old = sys.getrecursionlimit()
-        sys.setrecursionlimit(300_000)
-        try:
-            result["ours"] = native_copy(session)
-            result["theirs"] = oracle(session)
-        except BaseException as error:  # reported by the assertion below
-            result["error"] = error
-        finally:
-            sys.setrecursionlimit(old)
-
-    threading.stack_size(4 * 1024 * 1024)
-    try:
-        thread = threading.Thread(target=run)
-        thread.start()
-        thread.join()
-    finally:
-        threading.stack_size(0)
+    session = _session([], {"deep": _nested(50_000)})
+    result = _copied_on_a_thread(session, 4 * 1024 * 1024, 300_000)
     assert "error" not in result, result.get("error")
     same_shape(result["ours"], result["theirs"])
     nothing_mutable_shared(session, result["ours"])
