@@ -15,6 +15,7 @@ from google.adk.events.event import Event
 from google.genai.types import Content
 
 __all__ = [
+    "ContextFilter",
     "ExactSelection",
     "Selected",
     "__version__",
@@ -33,6 +34,7 @@ __all__ = [
     "exact_seeds",
     "exact_sliding_window",
     "exact_token_threshold",
+    "function_call_ids",
     "get_compaction_ranges",
     "index_clear",
     "index_configure",
@@ -442,6 +444,58 @@ def stored_event(
 
     Returns:
       The decoding, or a copy of an earlier equal one.
+    """
+
+@final
+class ContextFilter:
+    """google-adk's `_should_include_event_in_context`, read natively.
+
+    Called as google-adk calls its function; an event or argument it does
+    not read like google-adk's models (a foreign part, a non-`str` branch,
+    ...) declines, and `original` answers.
+    """
+
+    def __new__(
+        cls,
+        original: Callable[..., Any],
+        framework: str,
+        credential: str,
+        confirmation: str,
+        node_info: type,
+    ) -> ContextFilter:
+        """Args:
+        original: google-adk's function.
+        framework: The framework's own function name (`adk_framework`).
+        credential: The credential request's function name.
+        confirmation: The confirmation request's function name.
+        node_info: google-adk's `NodeInfo` model.
+        """
+
+    @property
+    def original(self) -> Callable[..., Any]:
+        """google-adk's function this drop-in answers for."""
+
+    def __call__(
+        self,
+        current_branch: str | None,
+        event: Event,
+        isolation_scope: str | None = None,
+        *,
+        node_path: str | None = None,
+        include_thoughts: object = None,
+    ) -> bool:
+        """Whether `event` belongs in the LLM context (google-adk's rule)."""
+
+def function_call_ids(events: object, method: Callable[..., Any]) -> set[Any] | None:
+    """The truthy ids of every function call in the events' parts.
+
+    Args:
+      events: A list of Events.
+      method: google-adk's `LlmResponse.get_function_calls`; an event whose
+        class overrides it declines.
+
+    Returns:
+      The ids, or None to decline.
     """
 
 def apply_rewinds(events: object) -> list[Event] | None:

@@ -271,6 +271,7 @@ def install(mode: str = "parity", *, strict: bool = False) -> bool:
         _patched.extend(rebind(originals))
         _hook_session_copies()
         _hook_session_loads()
+        _hook_scans()
         if mode == "exact":
             from . import _underway
 
@@ -336,6 +337,25 @@ def _hook_session_loads() -> None:
         undo = hook()
         if undo is not None:
             _undo.append(undo)
+
+
+def _hook_scans() -> None:
+    """Binds the native drop-ins for google-adk's per-event scans of prompt
+    assembly where the installed code is the code they reproduce
+    (`_scans`)."""
+    from . import _scans
+
+    found = _scans.replacements()
+    done = rebind(found)
+    ours = {id(new) for _, new in found.values()}
+
+    def undo() -> None:
+        while done:
+            module, attr, original = done.pop()
+            if id(getattr(module, attr, None)) in ours:
+                setattr(module, attr, original)
+
+    _undo.append(undo)
 
 
 def _native_copier(copier: Any) -> Callable[..., Any] | None:

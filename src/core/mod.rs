@@ -17,6 +17,7 @@ pub mod recover;
 pub mod replay;
 pub mod rewind;
 pub mod rows;
+pub mod scans;
 pub mod slot_table;
 pub mod stored;
 pub mod subsume;

@@ -17,6 +17,7 @@ mod ranges;
 mod recover;
 mod rewind;
 mod rows;
+mod scans;
 mod scratch;
 mod size;
 mod summary;
@@ -30,6 +31,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<window::Selected>()?;
     m.add_class::<coverage::ExactSelection>()?;
+    m.add_class::<scans::ContextFilter>()?;
     m.add_function(wrap_pyfunction!(copy::deep_copy_model, m)?)?;
     m.add_function(wrap_pyfunction!(error::decline_counts, m)?)?;
     m.add_function(wrap_pyfunction!(error::decline_totals, m)?)?;
@@ -50,6 +52,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(index::index_stats, m)?)?;
     m.add_function(wrap_pyfunction!(rewind::apply_rewinds, m)?)?;
     m.add_function(wrap_pyfunction!(rows::stored_event, m)?)?;
+    m.add_function(wrap_pyfunction!(scans::function_call_ids, m)?)?;
     m.add_function(wrap_pyfunction!(size::content_size, m)?)?;
     m.add_function(wrap_pyfunction!(ranges::get_compaction_ranges, m)?)?;
     m.add_function(wrap_pyfunction!(filter::process_compaction_events, m)?)?;

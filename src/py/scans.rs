@@ -1,0 +1,380 @@
+//! Binding of `core::scans`: google-adk's per-event scans of prompt
+//! assembly, read natively.
+//!
+//! Each reads the fields its core decision needs from the instance dicts of
+//! objects whose classes read like google-adk's and google-genai's models
+//! (`classes`); a value of another kind (a foreign part, a non-`str` author
+//! or branch, a subclass overriding `get_function_calls`) declines, and
+//! google-adk's own function answers instead (counted and logged once, as
+//! every decline is).
+
+use super::error::{finish, Extracted, Outcome};
+use super::extract::{instance_dict, model_dict, types, Model};
+use crate::core::scans::{self, ContextEvent, PartFacts};
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyDict, PyList, PySet, PyString, PyTuple, PyType};
+
+/// `dict[key]`, declining with `what` when the key is missing (a model
+/// built without the field: google-adk's code decides what that means).
+#[inline]
+fn get<'py>(
+    dict: &Bound<'py, PyDict>,
+    key: &Bound<'py, PyString>,
+    what: &'static str,
+) -> Extracted<Bound<'py, PyAny>> {
+    dict.get_item(key)?.ok_or(Outcome::Decline(what))
+}
+
+/// Python truthiness, without a call for the common kinds.
+#[inline]
+fn truthy(value: &Bound<'_, PyAny>) -> PyResult<bool> {
+    if value.is_none() {
+        Ok(false)
+    } else if let Ok(b) = value.cast_exact::<PyBool>() {
+        Ok(b.is_true())
+    } else if value.is_exact_instance_of::<PyString>() {
+        Ok(value.len()? > 0)
+    } else if let Ok(l) = value.cast_exact::<PyList>() {
+        Ok(!l.is_empty())
+    } else {
+        value.is_truthy()
+    }
+}
+
+/// `None` or an exact `str`; anything else declines with `what`.
+#[inline]
+fn optional_str<'a>(value: &'a Bound<'_, PyAny>, what: &'static str) -> Extracted<Option<&'a str>> {
+    if value.is_none() {
+        return Ok(None);
+    }
+    match value.cast_exact::<PyString>() {
+        Ok(s) => Ok(Some(s.to_str().map_err(|_| Outcome::Decline(what))?)),
+        Err(_) => Err(Outcome::Decline(what)),
+    }
+}
+
+/// A non-empty `str` or `None` (google-adk tests these by truthiness).
+#[inline]
+fn truthy_str<'a>(value: &'a Bound<'_, PyAny>, what: &'static str) -> Extracted<Option<&'a str>> {
+    Ok(optional_str(value, what)?.filter(|s| !s.is_empty()))
+}
+
+/// The dict of `value` when it is a `model`; `None` when it is `None`.
+#[inline]
+fn optional_model<'py>(
+    value: &Bound<'py, PyAny>,
+    model: &Model,
+    what: &'static str,
+) -> Extracted<Option<Bound<'py, PyDict>>> {
+    if value.is_none() {
+        Ok(None)
+    } else {
+        model_dict(value, model, what).map(Some)
+    }
+}
+
+/// The parts of `content` (a Content model's dict, or `None`): `None` when
+/// the content or its parts are missing, the list otherwise.
+fn parts_of<'py>(content: Option<&Bound<'py, PyDict>>) -> Extracted<Option<Bound<'py, PyList>>> {
+    let Some(content) = content else {
+        return Ok(None);
+    };
+    let parts = get(content, intern!(content.py(), "parts"), "parts")?;
+    if parts.is_none() {
+        return Ok(None);
+    }
+    parts
+        .cast_into_exact::<PyList>()
+        .map(Some)
+        .map_err(|_| Outcome::Decline("parts"))
+}
+
+/// Whether `name` (a call's or response's `name`) is one of `names`.
+#[inline]
+fn named(name: &Bound<'_, PyAny>, names: &[String; 3]) -> Extracted<bool> {
+    Ok(optional_str(name, "call name")?.is_some_and(|name| names.iter().any(|n| n == name)))
+}
+
+/// `_should_include_event_in_context` as a drop-in: the native reading of
+/// one event, google-adk's own function on a decline.
+#[pyclass(frozen, module = "adk_fastcompact._native")]
+pub struct ContextFilter {
+    original: Py<PyAny>,
+    /// `adk_framework`, the credential request's and the confirmation
+    /// request's function names, as the module binds them.
+    names: [String; 3],
+    node_info: Py<PyType>,
+}
+
+/// The arguments of one call, checked.
+struct Ask<'a> {
+    current_branch: Option<&'a str>,
+    scope: Option<&'a str>,
+    node_path: Option<&'a str>,
+    include_thoughts: bool,
+}
+
+#[pymethods]
+impl ContextFilter {
+    #[new]
+    fn new(
+        original: Py<PyAny>,
+        framework: String,
+        credential: String,
+        confirmation: String,
+        node_info: Py<PyType>,
+    ) -> Self {
+        ContextFilter {
+            original,
+            names: [framework, credential, confirmation],
+            node_info,
+        }
+    }
+
+    /// google-adk's function this drop-in answers for.
+    #[getter]
+    fn original(&self, py: Python<'_>) -> Py<PyAny> {
+        self.original.clone_ref(py)
+    }
+
+    #[pyo3(signature = (current_branch, event, isolation_scope = None, *, node_path = None, include_thoughts = None))]
+    fn __call__<'py>(
+        &self,
+        py: Python<'py>,
+        current_branch: &Bound<'py, PyAny>,
+        event: &Bound<'py, PyAny>,
+        isolation_scope: Option<&Bound<'py, PyAny>>,
+        node_path: Option<&Bound<'py, PyAny>>,
+        include_thoughts: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        let none = py.None().into_bound(py);
+        let isolation_scope = isolation_scope.unwrap_or(&none);
+        let node_path = node_path.unwrap_or(&none);
+        let verdict = self.decide(
+            current_branch,
+            event,
+            isolation_scope,
+            node_path,
+            include_thoughts,
+        );
+        if let Some(verdict) = finish(py, "_should_include_event_in_context", verdict)? {
+            return Ok(PyBool::new(py, verdict).to_owned().into_any().unbind());
+        }
+        let kwargs = PyDict::new(py);
+        kwargs.set_item(intern!(py, "node_path"), node_path)?;
+        if let Some(include) = include_thoughts {
+            kwargs.set_item(intern!(py, "include_thoughts"), include)?;
+        }
+        let args = PyTuple::new(py, [current_branch, event, isolation_scope])?;
+        Ok(self.original.bind(py).call(args, Some(&kwargs))?.unbind())
+    }
+}
+
+impl ContextFilter {
+    fn decide(
+        &self,
+        current_branch: &Bound<'_, PyAny>,
+        event: &Bound<'_, PyAny>,
+        isolation_scope: &Bound<'_, PyAny>,
+        node_path: &Bound<'_, PyAny>,
+        include_thoughts: Option<&Bound<'_, PyAny>>,
+    ) -> Extracted<bool> {
+        let ask = Ask {
+            current_branch: optional_str(current_branch, "branch")?,
+            scope: optional_str(isolation_scope, "isolation_scope")?,
+            node_path: optional_str(node_path, "node path")?,
+            include_thoughts: match include_thoughts {
+                Some(value) => truthy(value)?,
+                None => false,
+            },
+        };
+        self.read(event, &ask)
+    }
+
+    fn read(&self, event: &Bound<'_, PyAny>, ask: &Ask<'_>) -> Extracted<bool> {
+        let py = event.py();
+        let t = types(py)?;
+        let d = model_dict(event, &t.event, "not an Event")?;
+        let scope = get(&d, intern!(py, "isolation_scope"), "isolation_scope")?;
+        let same_scope = optional_str(&scope, "isolation_scope")? == ask.scope;
+        if !same_scope {
+            return Ok(scans::include_in_context(
+                &ContextEvent::default(),
+                ask.current_branch,
+                ask.node_path,
+            ));
+        }
+        let info = get(&d, intern!(py, "node_info"), "node_info")?;
+        let path_value;
+        let node_path = if info.is_none() {
+            None
+        } else if info.get_type().is(self.node_info.bind(py)) {
+            let info = instance_dict(&info)?.ok_or(Outcome::Decline("node_info"))?;
+            path_value = get(&info, intern!(py, "path"), "node_info")?;
+            truthy_str(&path_value, "node_info")?
+        } else {
+            return Err(Outcome::Decline("node_info"));
+        };
+        let author = get(&d, intern!(py, "author"), "author")?;
+        let by_user = optional_str(&author, "author")? == Some("user");
+        let actions = get(&d, intern!(py, "actions"), "actions")?;
+        let compaction = match optional_model(&actions, &t.actions, "actions")? {
+            Some(actions) => truthy(&get(&actions, intern!(py, "compaction"), "compaction")?)?,
+            None => false,
+        };
+        let content_value = get(&d, intern!(py, "content"), "content")?;
+        let content = optional_model(&content_value, &t.content, "content")?;
+        let role = match &content {
+            Some(c) => truthy(&get(c, intern!(py, "role"), "content")?)?,
+            None => false,
+        };
+        let parts = parts_of(content.as_ref())?;
+        let (visible, framework_call) = match &parts {
+            Some(parts) => self.read_parts(parts, ask.include_thoughts)?,
+            None => (false, false),
+        };
+        let transcribed = truthy(&get(
+            &d,
+            intern!(py, "output_transcription"),
+            "transcription",
+        )?)? || truthy(&get(
+            &d,
+            intern!(py, "input_transcription"),
+            "transcription",
+        )?)?;
+        let branch_value = get(&d, intern!(py, "branch"), "branch")?;
+        let mut facts = ContextEvent {
+            same_scope,
+            by_user,
+            node_path,
+            has_responses: false,
+            compaction,
+            visible_content: role && visible,
+            transcribed,
+            branch: truthy_str(&branch_value, "branch")?,
+            framework_call,
+        };
+        if scans::user_rule_asks(&facts, ask.node_path) {
+            // google-adk asks the event itself (a method a subclass may
+            // override), and only here.
+            facts.has_responses =
+                truthy(&event.call_method0(intern!(py, "get_function_responses"))?)?;
+        }
+        Ok(scans::include_in_context(
+            &facts,
+            ask.current_branch,
+            ask.node_path,
+        ))
+    }
+
+    /// Whether some part is visible, and whether some part calls or answers
+    /// one of the framework's function names.
+    fn read_parts(
+        &self,
+        parts: &Bound<'_, PyList>,
+        include_thoughts: bool,
+    ) -> Extracted<(bool, bool)> {
+        let py = parts.py();
+        let t = types(py)?;
+        let mut visible = false;
+        let mut framework = false;
+        for part in parts.iter() {
+            let p = model_dict(&part, &t.part, "part")?;
+            let call = get(&p, intern!(py, "function_call"), "call")?;
+            let response = get(&p, intern!(py, "function_response"), "response")?;
+            let has_call = truthy(&call)?;
+            let has_response = truthy(&response)?;
+            if has_call {
+                let c = model_dict(&call, &t.function_call, "call")?;
+                framework |= named(&get(&c, intern!(py, "name"), "call name")?, &self.names)?;
+            }
+            if has_response {
+                let r = model_dict(&response, &t.function_response, "response")?;
+                framework |= named(&get(&r, intern!(py, "name"), "call name")?, &self.names)?;
+            }
+            if visible {
+                continue;
+            }
+            let facts = PartFacts {
+                call_or_response: has_call || has_response,
+                signature: truthy(&get(&p, intern!(py, "thought_signature"), "part")?)?,
+                server_tool: truthy(&get(&p, intern!(py, "tool_call"), "part")?)?
+                    || truthy(&get(&p, intern!(py, "tool_response"), "part")?)?,
+                thought: truthy(&get(&p, intern!(py, "thought"), "part")?)?,
+                payload: [
+                    intern!(py, "text"),
+                    intern!(py, "inline_data"),
+                    intern!(py, "file_data"),
+                    intern!(py, "executable_code"),
+                    intern!(py, "code_execution_result"),
+                ]
+                .into_iter()
+                .map(|key| get(&p, key, "part").and_then(|v| Ok(truthy(&v)?)))
+                .try_fold(false, |any, v| v.map(|v| any || v))?,
+            };
+            visible = !scans::part_invisible(facts, include_thoughts);
+        }
+        Ok((visible, framework))
+    }
+}
+
+/// `_collect_function_call_ids(events)`: the truthy ids of every function
+/// call in the events' parts, as a `set`; `None` to decline. `method` is
+/// google-adk's `get_function_calls`: an event whose class overrides it
+/// declines.
+#[pyfunction]
+pub fn function_call_ids<'py>(
+    events: &Bound<'py, PyAny>,
+    method: &Bound<'py, PyAny>,
+) -> PyResult<Option<Bound<'py, PySet>>> {
+    finish(
+        events.py(),
+        "_collect_function_call_ids",
+        call_ids(events, method),
+    )
+}
+
+fn call_ids<'py>(
+    events: &Bound<'py, PyAny>,
+    method: &Bound<'py, PyAny>,
+) -> Extracted<Bound<'py, PySet>> {
+    let py = events.py();
+    let t = types(py)?;
+    let events = events
+        .cast_exact::<PyList>()
+        .map_err(|_| Outcome::Decline("not a list"))?;
+    let ids = PySet::empty(py)?;
+    let mut checked: Option<Bound<'py, PyType>> = None;
+    for event in events.iter() {
+        let d = model_dict(&event, &t.event, "not an Event")?;
+        let ty = event.get_type();
+        if !checked.as_ref().is_some_and(|c| c.is(&ty)) {
+            if !ty.getattr(intern!(py, "get_function_calls"))?.is(method) {
+                return Err(Outcome::Decline("get_function_calls overridden"));
+            }
+            checked = Some(ty);
+        }
+        let content_value = get(&d, intern!(py, "content"), "content")?;
+        if !truthy(&content_value)? {
+            continue;
+        }
+        let content = model_dict(&content_value, &t.content, "content")?;
+        let Some(parts) = parts_of(Some(&content))? else {
+            continue;
+        };
+        for part in parts.iter() {
+            let p = model_dict(&part, &t.part, "part")?;
+            let call = get(&p, intern!(py, "function_call"), "call")?;
+            if !truthy(&call)? {
+                continue;
+            }
+            let c = model_dict(&call, &t.function_call, "call")?;
+            let id = get(&c, intern!(py, "id"), "call id")?;
+            if truthy(&id)? {
+                ids.add(id)?;
+            }
+        }
+    }
+    Ok(ids)
+}

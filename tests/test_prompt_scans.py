@@ -1,0 +1,389 @@
+"""The native drop-ins for prompt assembly's per-event scans (`_scans`)
+against google-adk's own functions.
+
+Every event of the generated sessions, the realistic bench session, the
+real-traffic corpus and a set of edge cases is tested with both
+`_should_include_event_in_context`s under every combination of the
+arguments `_get_contents` passes; `_collect_function_call_ids` on whole
+lists and subsets. The native side must answer alone (no decline) for
+google-adk's own models, so a wrong native answer cannot hide behind the
+fallback; foreign values must decline and then give google-adk's answer or
+its exception.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import adk_fastcompact
+import pytest
+from adk_fastcompact import _native, _scans
+from google.adk.events.event import Event, NodeInfo
+from google.adk.events.event_actions import EventActions, EventCompaction
+from google.genai import types
+from hypothesis import given, settings
+from strategies import sessions
+
+CONTENTS = "google.adk.flows.llm_flows.context._contents"
+
+pytestmark = pytest.mark.skipif(
+    not all(_scans.active().values()),
+    reason="the installed google-adk's scans are not the code the drop-ins reproduce",
+)
+
+
+@pytest.fixture(scope="module")
+def include() -> tuple[Any, Any]:
+    """(google-adk's `_should_include_event_in_context`, the drop-in)."""
+    return _scans.pairs()["_should_include_event_in_context"]
+
+
+@pytest.fixture(scope="module")
+def call_ids() -> tuple[Any, Any]:
+    """(google-adk's `_collect_function_call_ids`, the drop-in)."""
+    return _scans.pairs()["_collect_function_call_ids"]
+
+
+BRANCHES = (None, "", "a", "a.b", "a.b.c", "a.bc", "q")
+SCOPES = (None, "", "s")
+NODE_PATHS = (None, "", "wf@1")
+THOUGHTS = (False, True)
+
+
+def _answer(function: Any, *args: Any, **kwargs: Any) -> tuple[str, Any]:
+    try:
+        return ("value", function(*args, **kwargs))
+    except Exception as error:
+        return ("raised", (type(error), str(error)))
+
+
+def assert_same_verdicts(
+    include: tuple[Any, Any],
+    events: list[Any],
+    *,
+    declines: bool = False,
+    grid: tuple[tuple[Any, ...], ...] = (BRANCHES, SCOPES, NODE_PATHS, THOUGHTS),
+) -> int:
+    """Compares both functions on every event and argument combination;
+    asserts the native side declined nothing (or, with `declines`, that it
+    declined every call). Returns how many verdicts were True."""
+    original, native = include
+    _native.decline_counts(reset=True)
+    calls = included = 0
+    for event in events:
+        for branch, scope, node_path, thoughts in itertools.product(*grid):
+            kwargs = {"node_path": node_path, "include_thoughts": thoughts}
+            want = _answer(original, branch, event, scope, **kwargs)
+            got = _answer(native, branch, event, scope, **kwargs)
+            assert got == want, (event, branch, scope, node_path, thoughts)
+            calls += 1
+            included += want == ("value", True)
+    declined = sum(_native.decline_counts(reset=True).values())
+    assert declined == (calls if declines else 0)
+    return included
+
+
+def _event(
+    parts: list[types.Part] | None = None,
+    *,
+    role: str | None = "model",
+    author: str = "assistant",
+    **fields: Any,
+) -> Event:
+    content = types.Content(role=role, parts=parts) if parts is not None else None
+    return Event(author=author, invocation_id="i", content=content, **fields)
+
+
+def _edge_events() -> list[Event]:
+    text = types.Part(text="hello")
+    thought = types.Part(text="thinking", thought=True)
+    signed = types.Part(thought=True, thought_signature=b"sig")
+    call = types.Part(function_call=types.FunctionCall(id="c1", name="tool", args={}))
+    response = types.Part(
+        function_response=types.FunctionResponse(id="c1", name="tool", response={"r": 1})
+    )
+    module = __import__(CONTENTS, fromlist=["_"])
+    framework = [
+        "adk_framework",
+        module.REQUEST_EUC_FUNCTION_CALL_NAME,
+        module.REQUEST_CONFIRMATION_FUNCTION_CALL_NAME,
+    ]
+    events = [
+        _event([text]),
+        _event([thought]),
+        _event([thought, text]),
+        _event([signed]),
+        _event([types.Part(text="")]),
+        _event([types.Part()]),
+        _event([]),
+        _event(None),
+        _event([text], role=None),
+        _event([text], role=""),
+        _event([call]),
+        _event([response], author="user", role="user"),
+        _event([types.Part(inline_data=types.Blob(data=b"x", mime_type="image/png"))]),
+        _event([types.Part(file_data=types.FileData(file_uri="gs://x", mime_type="a/b"))]),
+        _event([types.Part(executable_code=types.ExecutableCode(code="1", language="PYTHON"))]),
+        _event([types.Part(code_execution_result=types.CodeExecutionResult(outcome="OUTCOME_OK"))]),
+        _event([types.Part(thought=True, text="t", function_call=call.function_call)]),
+        _event(None, input_transcription=types.Transcription(text="hi")),
+        _event(None, output_transcription=types.Transcription(text="")),
+        _event([types.Part()], output_transcription=types.Transcription(text="yo")),
+        _event(
+            None,
+            author="user",
+            actions=EventActions(
+                compaction=EventCompaction(
+                    start_timestamp=1.0,
+                    end_timestamp=2.0,
+                    compacted_content=types.Content(role="model", parts=[text]),
+                )
+            ),
+        ),
+        Event.model_construct(**{**_event([text]).__dict__, "actions": None}),
+    ]
+    for name in framework:
+        events.append(_event([types.Part(function_call=types.FunctionCall(id="f", name=name))]))
+        events.append(
+            _event(
+                [text, types.Part(function_response=types.FunctionResponse(name=name))],
+                author="user",
+                role="user",
+            )
+        )
+    for tool in ("tool_call", "tool_response"):
+        field = types.Part.model_fields.get(tool)
+        if field is not None:
+            kind = field.annotation.__args__[0]  # type: ignore[union-attr]
+            events.append(_event([types.Part(**{tool: kind()})]))
+    more = []
+    for event in events:
+        for branch in ("a", "a.b", "a.b.c", "a.bc", ""):
+            more.append(event.model_copy(update={"branch": branch}))
+        for scope in ("s", ""):
+            more.append(event.model_copy(update={"isolation_scope": scope}))
+    events += more
+    for author in ("user", "assistant"):
+        for path in ("", "wf@1", "wf@2"):
+            for parts in ([text], [response, text]):
+                events.append(
+                    _event(
+                        parts,
+                        author=author,
+                        role="user",
+                        node_info=NodeInfo(path=path),
+                    )
+                )
+    return events
+
+
+def test_the_pinned_google_adk_has_the_code_the_drop_ins_reproduce() -> None:
+    assert _scans.active() == {
+        "_should_include_event_in_context": True,
+        "_collect_function_call_ids": True,
+    }
+
+
+def test_edge_events_get_google_adks_verdicts(include: tuple[Any, Any]) -> None:
+    events = _edge_events()
+    included = assert_same_verdicts(include, events)
+    # The grid shows both answers plenty (a check on the check).
+    assert 0 < included < len(events) * 126
+
+
+@settings(max_examples=40, deadline=None)
+@given(sessions(max_events=40))
+def test_generated_sessions_get_google_adks_verdicts(
+    include: tuple[Any, Any], generated: Any
+) -> None:
+    assert_same_verdicts(
+        include, list(generated.events), grid=(BRANCHES[:4], SCOPES, NODE_PATHS[:2], THOUGHTS)
+    )
+
+
+def test_a_realistic_bench_session_gets_google_adks_verdicts(include: tuple[Any, Any]) -> None:
+    from adk_fastcompact._sessions import build_due_session
+
+    events = build_due_session(300, 3)
+    assert_same_verdicts(include, events, grid=((None, "a"), (None, "s"), (None, "wf@1"), THOUGHTS))
+
+
+@pytest.fixture(scope="module")
+def traffic_events() -> list[Event]:
+    """The stored events of test_real_traffic's corpus conversation, as
+    google-adk's InMemorySessionService holds them."""
+    import asyncio
+    import warnings
+
+    from google.adk.sessions.in_memory_session_service import InMemorySessionService
+    from runner_harness import deterministic, stepped_clock
+    from test_real_traffic import _WARNINGS, APP, CONFIGS, CORPUS_TURNS, SESSION, USER, _converse
+
+    adk_fastcompact.uninstall()
+    service = InMemorySessionService()
+
+    async def main() -> None:
+        with warnings.catch_warnings(), deterministic(stepped_clock(0.25)):
+            for category, message in _WARNINGS:
+                warnings.filterwarnings("ignore", message, category)
+            await _converse(service, CONFIGS["both"], CORPUS_TURNS["memory"], "scans", corpus=True)
+
+    asyncio.run(main())
+    events = list(service.sessions[APP][USER][SESSION].events)
+    assert len(events) > 50
+    return events
+
+
+def test_the_real_traffic_corpus_gets_google_adks_verdicts(
+    include: tuple[Any, Any], call_ids: tuple[Any, Any], traffic_events: list[Event]
+) -> None:
+    branches = [*sorted({e.branch for e in traffic_events if e.branch}), None]
+    scopes = [*sorted({e.isolation_scope for e in traffic_events if e.isolation_scope}), None]
+    paths = [*sorted({e.node_info.path for e in traffic_events if e.node_info.path}), None]
+    assert_same_verdicts(
+        include, traffic_events, grid=(tuple(branches), tuple(scopes), tuple(paths[:3]), THOUGHTS)
+    )
+    original, native = call_ids
+    assert native(traffic_events) == original(traffic_events)
+    assert original(traffic_events)
+
+
+def test_truthiness_of_include_thoughts_is_pythons(include: tuple[Any, Any]) -> None:
+    original, native = include
+    event = _event([types.Part(text="t", thought=True)])
+    for value in (0, 1, "", "x", [], [0], None):
+        assert native(None, event, include_thoughts=value) == original(
+            None, event, include_thoughts=value
+        )
+
+
+class _Foreign:
+    """A part google-adk's code reads only by attribute."""
+
+    function_call = None
+    function_response = None
+    thought_signature = None
+    tool_call = None
+    tool_response = None
+    thought = None
+    text = "foreign"
+
+
+def test_foreign_values_decline_to_google_adks_answer_or_error(include: tuple[Any, Any]) -> None:
+    text = types.Part(text="x")
+    odd = [
+        Event.model_construct(**{**_event([text]).__dict__, "author": 5}),
+        Event.model_construct(**{**_event([text]).__dict__, "branch": 7}),
+        Event.model_construct(
+            **{
+                **_event(None).__dict__,
+                "content": types.Content.model_construct(role="model", parts=[_Foreign()]),
+            }
+        ),
+        Event.model_construct(
+            **{
+                **_event(None).__dict__,
+                "content": types.Content.model_construct(role="model", parts=[{"text": "d"}]),
+            }
+        ),
+        Event.model_construct(**{**_event([text]).__dict__, "node_info": "wf@1"}),
+    ]
+    assert_same_verdicts(
+        include, odd, declines=True, grid=((None, "a"), (None,), (None, "wf@1"), (False,))
+    )
+
+
+def test_arguments_of_other_kinds_decline(include: tuple[Any, Any]) -> None:
+    original, native = include
+    event = _event([types.Part(text="x")], branch="a.b")
+    _native.decline_counts(reset=True)
+    for branch in (b"a", 3):
+        assert _answer(native, branch, event) == _answer(original, branch, event)
+    assert sum(_native.decline_counts(reset=True).values()) == 2
+
+
+class _Responding(Event):
+    """An Event subclass answering function responses its own way."""
+
+    def get_function_responses(self) -> list[types.FunctionResponse]:
+        return [types.FunctionResponse(name="made-up")]
+
+    def get_function_calls(self) -> list[types.FunctionCall]:
+        return [types.FunctionCall(id="made-up", name="x")]
+
+
+def test_an_event_subclass_is_asked_its_own_methods(
+    include: tuple[Any, Any], call_ids: tuple[Any, Any]
+) -> None:
+    event = _Responding(
+        author="user",
+        content=types.Content(role="user", parts=[types.Part(text="hi")]),
+        node_info=NodeInfo(path="wf@2"),
+    )
+    original, native = include
+    for node_path in (None, "wf@1", "wf@2"):
+        assert native(None, event, node_path=node_path) == original(
+            None, event, node_path=node_path
+        )
+    original, native = call_ids
+    _native.decline_counts(reset=True)
+    assert native([event]) == original([event]) == {"made-up"}
+    assert sum(_native.decline_counts(reset=True).values()) == 1
+
+
+@settings(max_examples=40, deadline=None)
+@given(sessions(max_events=60))
+def test_call_ids_are_google_adks(call_ids: tuple[Any, Any], generated: Any) -> None:
+    original, native = call_ids
+    events = list(generated.events)
+    _native.decline_counts(reset=True)
+    for part in (events, events[::2], events[len(events) // 2 :], []):
+        assert native(part) == original(part)
+    assert sum(_native.decline_counts(reset=True).values()) == 0
+
+
+def test_call_ids_skip_empty_ids_and_take_other_iterables(call_ids: tuple[Any, Any]) -> None:
+    original, native = call_ids
+    events = [
+        _event([types.Part(function_call=types.FunctionCall(id="", name="a"))]),
+        _event([types.Part(function_call=types.FunctionCall(id=None, name="a"))]),
+        _event([types.Part(function_call=types.FunctionCall(id="k", name="a"))]),
+        _event(None),
+        _event([]),
+    ]
+    assert native(events) == original(events) == {"k"}
+    assert native(tuple(events)) == original(tuple(events)) == {"k"}
+    assert native(iter(events)) == {"k"}
+
+
+def test_install_binds_the_drop_ins_where_google_adk_calls_them(include: tuple[Any, Any]) -> None:
+    import importlib
+
+    module = importlib.import_module(CONTENTS)
+    adk_fastcompact.uninstall()
+    assert module._should_include_event_in_context is include[0]
+    adk_fastcompact.install()
+    try:
+        assert module._should_include_event_in_context is include[1]
+        assert module._collect_function_call_ids is _scans.pairs()["_collect_function_call_ids"][1]
+        assert _scans.pairs()["_should_include_event_in_context"] == include
+    finally:
+        adk_fastcompact.uninstall()
+    assert module._should_include_event_in_context is include[0]
+
+
+def test_a_changed_helper_is_not_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    from adk_fastcompact import _fingerprint
+
+    real = _fingerprint.fingerprints
+
+    def changed(module: str, roots: Any) -> Any:
+        prints = real(module, roots)
+        if module == CONTENTS and prints is not None and "_is_part_invisible" in prints:
+            prints = {**prints, "_is_part_invisible": "0" * 16}
+        return prints
+
+    monkeypatch.setattr(_fingerprint, "fingerprints", changed)
+    assert _scans.active()["_should_include_event_in_context"] is False
+    assert "_should_include_event_in_context" not in _scans.pairs()
