@@ -92,7 +92,7 @@ def _event(
     **fields: Any,
 ) -> Event:
     content = types.Content(role=role, parts=parts) if parts is not None else None
-    return Event(author=author, invocation_id="i", content=content, **fields)
+    return Event(**{"author": author, "invocation_id": "i", "content": content, **fields})
 
 
 def _edge_events() -> list[Event]:
@@ -182,6 +182,7 @@ def test_the_pinned_google_adk_has_the_code_the_drop_ins_reproduce() -> None:
     assert _scans.active() == {
         "_should_include_event_in_context": True,
         "_collect_function_call_ids": True,
+        "InvocationContext._get_events": True,
     }
 
 
@@ -387,3 +388,130 @@ def test_a_changed_helper_is_not_bound(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_fingerprint, "fingerprints", changed)
     assert _scans.active()["_should_include_event_in_context"] is False
     assert "_should_include_event_in_context" not in _scans.pairs()
+
+
+# -- InvocationContext._get_events ---------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def get_events() -> tuple[Any, Any]:
+    """(google-adk's `InvocationContext._get_events`, the drop-in)."""
+    return _scans.pairs()["InvocationContext._get_events"]
+
+
+def _context(events: list[Event], branch: str | None, invocation: str = "i1", **kw: Any) -> Any:
+    from google.adk.agents.invocation_context import InvocationContext
+    from google.adk.sessions.session import Session
+
+    session = Session(id="s", app_name="a", user_id="u", events=events)
+    return InvocationContext.model_construct(
+        session=session, invocation_id=invocation, branch=branch, **kw
+    )
+
+
+def _branch_events() -> list[Event]:
+    """User and agent events on branches around `a.b`, calls issued on some,
+    user responses answering calls on the branch, below it and elsewhere."""
+
+    def calls(branch: str | None, *ids: str | None, inv: str = "i1") -> Event:
+        parts = [types.Part(function_call=types.FunctionCall(id=i, name="t")) for i in ids] or [
+            types.Part(text="x")
+        ]
+        return _event(parts, branch=branch, invocation_id=inv)
+
+    def answer(branch: str | None, *ids: str | None, inv: str = "i1") -> Event:
+        parts = [
+            types.Part(function_response=types.FunctionResponse(id=i, name="t", response={}))
+            for i in ids
+        ] or [types.Part(text="u")]
+        return _event(parts, author="user", role="user", branch=branch, invocation_id=inv)
+
+    events = [
+        calls("a.b", "on"),
+        calls("a.b.c", "below"),
+        calls("a.bc", "beside"),
+        calls("a", "above"),
+        calls(None, "nobranch"),
+        calls("a.b", "", None),
+        calls("", "empty"),
+    ]
+    for branch in (None, "", "a", "a.b", "a.b.c", "a.bc", "q"):
+        events.append(answer(branch))
+        for ids in (
+            ("on",),
+            ("below",),
+            ("beside",),
+            ("above",),
+            ("nobranch",),
+            ("",),
+            (None,),
+            ("beside", "on"),
+            ("elsewhere",),
+        ):
+            events.append(answer(branch, *ids))
+            events.append(answer(branch, *ids, inv="i2"))
+        events.append(calls(branch, inv="i2"))
+        events.append(calls(branch))
+    return events
+
+
+def assert_same_events(get_events: tuple[Any, Any], context: Any, *, declines: int = 0) -> None:
+    original, native = get_events
+    _native.decline_counts(reset=True)
+    for invocation, branch in itertools.product((False, True), repeat=2):
+        kwargs = {"current_invocation": invocation, "current_branch": branch}
+        want = _answer(original, context, **kwargs)
+        got = _answer(native, context, **kwargs)
+        if want[0] == "value":
+            assert got[0] == "value"
+            assert [id(e) for e in got[1]] == [id(e) for e in want[1]], kwargs
+            # The same list object when nothing filters, a new one otherwise.
+            assert (got[1] is context.session.events) == (want[1] is context.session.events)
+        else:
+            assert got == want
+    assert sum(_native.decline_counts(reset=True).values()) == declines
+
+
+def test_get_events_keeps_what_google_adk_keeps(get_events: tuple[Any, Any]) -> None:
+    events = _branch_events()
+    seen = set()
+    for branch in (None, "", "a", "a.b", "a.b.c", "q"):
+        for invocation in ("i1", "i2", "none"):
+            context = _context(events, branch, invocation)
+            assert_same_events(get_events, context)
+            seen.add(len(get_events[0](context, current_branch=True)))
+    assert len(seen) > 4  # the branches keep different events
+
+
+@settings(max_examples=40, deadline=None)
+@given(sessions(max_events=60))
+def test_get_events_on_generated_sessions(get_events: tuple[Any, Any], generated: Any) -> None:
+    events = list(generated.events)
+    invocations = sorted({e.invocation_id for e in events})[:2] or ["i1"]
+    branches = sorted({e.branch for e in events if e.branch})[:2]
+    for invocation in invocations:
+        for branch in (None, "", *branches):
+            assert_same_events(get_events, _context(events, branch, invocation))
+
+
+def test_get_events_of_a_single_turn_node_stay_google_adks(get_events: tuple[Any, Any]) -> None:
+    from google.adk.agents.llm_agent import LlmAgent
+
+    agent = LlmAgent(name="solo", mode="single_turn")
+    events = _branch_events()
+    for path in ("", "wf@1/solo@1"):
+        context = _context(events, "a.b", agent=agent, node_path=path)
+        original, native = get_events
+        for invocation in (False, True):
+            kwargs = {"current_invocation": invocation, "current_branch": True}
+            assert [id(e) for e in native(context, **kwargs)] == [
+                id(e) for e in original(context, **kwargs)
+            ]
+
+
+def test_get_events_decline_foreign_values(get_events: tuple[Any, Any]) -> None:
+    text = types.Part(text="x")
+    odd = Event.model_construct(**{**_event([text]).__dict__, "branch": 3, "invocation_id": "i1"})
+    assert_same_events(get_events, _context([*_branch_events(), odd], "a.b"), declines=2)
+    responding = _Responding(author="user", invocation_id="i1", branch="a.b")
+    assert_same_events(get_events, _context([responding], "a.b"), declines=3)

@@ -145,3 +145,24 @@ def fingerprints(module: str, roots: Iterable[str]) -> dict[str, str] | None:
         return module_fingerprints(source, roots)
     except (OSError, SyntaxError, KeyError, UnicodeDecodeError):
         return None
+
+
+def member_fingerprint(module: str, owner: str, member: str) -> str | None:
+    """The digest of method `member` of class `owner` in an installed module
+    (the method alone: a class's other members change more often than the
+    one a drop-in reproduces), or None when it cannot be read."""
+    path = source_path(module)
+    if path is None:
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        return None
+    cls = _top_level(tree).get(owner)
+    if not isinstance(cls, ast.ClassDef):
+        return None
+    for node in cls.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == member:
+            return digest(node)
+    return None

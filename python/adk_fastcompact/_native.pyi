@@ -24,6 +24,7 @@ __all__ = [
     "apply_rewinds",
     "audit_stored",
     "content_size",
+    "context_events",
     "coverage_record",
     "decline_counts",
     "decline_totals",
@@ -496,6 +497,32 @@ def function_call_ids(events: object, method: Callable[..., Any]) -> set[Any] | 
 
     Returns:
       The ids, or None to decline.
+    """
+
+def context_events(
+    events: object,
+    invocation_id: object,
+    branch: object,
+    current_invocation: bool,
+    current_branch: bool,
+    methods: tuple[Callable[..., Any], Callable[..., Any]],
+) -> list[Event] | None:
+    """`InvocationContext._get_events` for a context that is not a
+    single-turn node: the session's `events` of the context's invocation
+    (with `current_invocation`) that match its `branch` (with
+    `current_branch`), in order.
+
+    Args:
+      events: The session's events.
+      invocation_id: The context's invocation id.
+      branch: The context's branch.
+      current_invocation: Keep only the context's invocation.
+      current_branch: Keep only events matching the context's branch.
+      methods: google-adk's `get_function_calls` and
+        `get_function_responses`; an event whose class overrides them declines.
+
+    Returns:
+      The kept events (a new list), or None to decline.
     """
 
 def apply_rewinds(events: object) -> list[Event] | None:

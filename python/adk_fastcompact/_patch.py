@@ -345,17 +345,7 @@ def _hook_scans() -> None:
     (`_scans`)."""
     from . import _scans
 
-    found = _scans.replacements()
-    done = rebind(found)
-    ours = {id(new) for _, new in found.values()}
-
-    def undo() -> None:
-        while done:
-            module, attr, original = done.pop()
-            if id(getattr(module, attr, None)) in ours:
-                setattr(module, attr, original)
-
-    _undo.append(undo)
+    _undo.append(_scans.bind(rebind))
 
 
 def _native_copier(copier: Any) -> Callable[..., Any] | None:

@@ -38,12 +38,13 @@ _LLM_RESPONSE = {"google.adk.models.llm_response": {"LlmResponse": "84235c6979f3
 class DropIn:
     """One google-adk function and the native drop-in that answers for it."""
 
-    #: google-adk's module-level function.
+    #: google-adk's function: a module-level name, or `Class.method`.
     name: str
     #: The module defining it.
     module: str
     #: module -> {definition: digest}: the code the drop-in reproduces
-    #: (`_fingerprint.fingerprints` of the named roots must equal it).
+    #: (`_fingerprint.fingerprints` of the named roots must equal it; a
+    #: `Class.method` key is that method alone).
     prints: dict[str, dict[str, str]]
     #: Builds the drop-in from google-adk's function and its module.
     make: Callable[[Callable[..., Any], Any], Callable[..., Any]]
@@ -76,6 +77,42 @@ def _call_ids(original: Callable[..., Any], module: Any) -> Callable[..., Any]:
     return _collect_function_call_ids
 
 
+def _context_events(original: Callable[..., Any], module: Any) -> Callable[..., Any]:
+    from google.adk.models.llm_response import LlmResponse
+
+    methods = (LlmResponse.get_function_calls, LlmResponse.get_function_responses)
+    single_turn = module.AgentMode.SINGLE_TURN
+
+    def _get_events(
+        self: Any, *, current_invocation: bool = False, current_branch: bool = False
+    ) -> Any:
+        events = self.session.events
+        if not (current_invocation or current_branch):
+            return events
+        if current_branch and getattr(self.agent, "mode", None) == single_turn and self.node_path:
+            # A single-turn node's path test stays google-adk's.
+            return original(
+                self, current_invocation=current_invocation, current_branch=current_branch
+            )
+        kept = _native.context_events(
+            events,
+            self.invocation_id,
+            self.branch,
+            bool(current_invocation),
+            bool(current_branch),
+            methods,
+        )
+        if kept is None:
+            return original(
+                self, current_invocation=current_invocation, current_branch=current_branch
+            )
+        return kept
+
+    _get_events.__qualname__ = original.__qualname__
+    _get_events.__doc__ = original.__doc__
+    return _get_events
+
+
 DROP_INS: tuple[DropIn, ...] = (
     DropIn(
         name="_should_include_event_in_context",
@@ -105,6 +142,18 @@ DROP_INS: tuple[DropIn, ...] = (
         },
         make=_call_ids,
     ),
+    DropIn(
+        name="InvocationContext._get_events",
+        module="google.adk.agents.invocation_context",
+        prints={
+            "google.adk.agents.invocation_context": {
+                "InvocationContext._get_events": "ba110e5d1723fdea"
+            },
+            "google.adk.events._branch_path": {"_BranchPath": "2e9603cd34fba17a"},
+            **_LLM_RESPONSE,
+        },
+        make=_context_events,
+    ),
 )
 
 
@@ -112,10 +161,28 @@ def matches(drop_in: DropIn) -> bool:
     """Whether the installed google-adk has exactly the code `drop_in`
     reproduces (read from the sources, nothing imported)."""
     for module, expected in drop_in.prints.items():
-        roots = [name for name in expected if name == drop_in.name] or list(expected)
-        if _fingerprint.fingerprints(module, roots) != expected:
+        members = {key: value for key, value in expected.items() if "." in key}
+        for key, value in members.items():
+            owner, member = key.split(".", 1)
+            if _fingerprint.member_fingerprint(module, owner, member) != value:
+                return False
+        rest = {key: value for key, value in expected.items() if key not in members}
+        if not rest:
+            continue
+        roots = [name for name in rest if name == drop_in.name] or list(rest)
+        if _fingerprint.fingerprints(module, roots) != rest:
             return False
     return True
+
+
+def _holder(drop_in: DropIn) -> tuple[Any, str]:
+    """The object holding google-adk's function (its module, or the class
+    of a method) and the attribute's name."""
+    holder: Any = importlib.import_module(drop_in.module)
+    *owners, name = drop_in.name.split(".")
+    for owner in owners:
+        holder = getattr(holder, owner)
+    return holder, name
 
 
 # google-adk's function id -> (function, drop-in), made once per function so
@@ -132,19 +199,45 @@ def pairs() -> dict[str, tuple[Callable[..., Any], Callable[..., Any]]]:
     for drop_in in DROP_INS:
         if not matches(drop_in):
             continue
-        module = importlib.import_module(drop_in.module)
-        bound = getattr(module, drop_in.name)
+        holder, attr = _holder(drop_in)
+        bound = vars(holder)[attr] if isinstance(holder, type) else getattr(holder, attr)
         original = ours.get(id(bound), bound)
         if id(original) not in _made:
+            module = importlib.import_module(drop_in.module)
             _made[id(original)] = (original, drop_in.make(original, module))
         found[drop_in.name] = _made[id(original)]
     return found
 
 
-def replacements() -> dict[int, tuple[Callable[..., Any], Callable[..., Any]]]:
-    """`id(original) -> (original, drop-in)` for every drop-in whose code
-    the installed google-adk has (as `_patch.rebind` takes them)."""
-    return {id(original): (original, new) for original, new in pairs().values()}
+def bind(rebind: Callable[[dict[int, Any]], list[tuple[Any, str, Any]]]) -> Callable[[], None]:
+    """Binds every drop-in whose code the installed google-adk has: module
+    functions wherever google-adk's modules hold them (`rebind`, as
+    `_patch.rebind`), methods on their class. Returns what undoes it
+    (restoring only bindings that are still ours)."""
+    found = pairs()
+    done: list[tuple[Any, str, Any]] = []
+    functions: dict[int, Any] = {}
+    for name, (original, new) in found.items():
+        if "." in name:
+            holder, attr = _holder(next(d for d in DROP_INS if d.name == name))
+            setattr(holder, attr, new)
+            done.append((holder, attr, original))
+        else:
+            functions[id(original)] = (original, new)
+    done += rebind(functions)
+    ours = {id(new) for _, new in found.values()}
+
+    def undo() -> None:
+        while done:
+            holder, attr, original = done.pop()
+            if isinstance(holder, type):
+                current = vars(holder).get(attr)
+            else:
+                current = getattr(holder, attr, None)
+            if id(current) in ours:
+                setattr(holder, attr, original)
+
+    return undo
 
 
 def active() -> dict[str, bool]:

@@ -44,10 +44,71 @@ pub fn branch_visible(current: Option<&str>, event: Option<&str>) -> bool {
     }
     // Segment-wise: `current` equal to `event`, or `event`'s segments then at
     // least one more (`a.b.c` below `a.b`, never `a.bc`).
-    current == event
-        || (current.len() > event.len()
-            && current.starts_with(event)
-            && current.as_bytes()[event.len()] == b'.')
+    current == event || is_below(current, event)
+}
+
+/// Whether `path` lies strictly below `ancestor`, segment-wise (`a.b.c`
+/// below `a.b`, never `a.bc`); both non-empty.
+pub fn is_below(path: &str, ancestor: &str) -> bool {
+    path.len() > ancestor.len()
+        && path.starts_with(ancestor)
+        && path.as_bytes()[ancestor.len()] == b'.'
+}
+
+/// What `InvocationContext._get_events(current_branch=True)` reads of one
+/// event.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BranchEvent<'a> {
+    /// `author == 'user'`.
+    pub by_user: bool,
+    /// `branch` (`None` is `None`; an empty string is a branch).
+    pub branch: Option<&'a str>,
+    /// A user event whose function responses answer no call issued on the
+    /// context's branch or below it (see [`answers_elsewhere`]).
+    pub answers_elsewhere: bool,
+}
+
+/// Whether a call made on `branch` counts as issued on the context's branch
+/// `own` or below it (plain prefix `own.`, as google-adk tests it).
+pub fn on_branch(branch: &str, own: &str) -> bool {
+    !branch.is_empty()
+        && (branch == own
+            || (branch.len() > own.len()
+                && branch.starts_with(own)
+                && branch.as_bytes()[own.len()] == b'.'))
+}
+
+/// Whether a user event's response ids (those not `None`) answer nothing
+/// in `branch_calls`: some ids, none of them among the calls.
+pub fn answers_elsewhere<'a>(
+    response_ids: impl IntoIterator<Item = &'a str>,
+    branch_calls: &std::collections::HashSet<&str>,
+) -> bool {
+    let mut any = false;
+    for id in response_ids {
+        if branch_calls.contains(id) {
+            return false;
+        }
+        any = true;
+    }
+    any
+}
+
+/// `_is_branch_match` of `_get_events(current_branch=True)` for a context
+/// on branch `own` (no single-turn node path: the binding declines those).
+pub fn branch_match(event: &BranchEvent<'_>, own: Option<&str>) -> bool {
+    if !event.by_user {
+        return event.branch == own;
+    }
+    if event.answers_elsewhere {
+        return false;
+    }
+    match (event.branch, own) {
+        (None, _) | (_, None) => true,
+        (Some(branch), Some(own)) => {
+            branch == own || (!own.is_empty() && !branch.is_empty() && is_below(branch, own))
+        }
+    }
 }
 
 /// What `_should_include_event_in_context` reads of one event.
@@ -212,6 +273,41 @@ mod tests {
             Some("x"),
             None
         ));
+    }
+
+    #[test]
+    fn branch_matches() {
+        let user = |branch| BranchEvent {
+            by_user: true,
+            branch,
+            answers_elsewhere: false,
+        };
+        assert!(branch_match(&user(None), Some("a")));
+        assert!(branch_match(&user(Some("x")), None));
+        assert!(branch_match(&user(Some("a.b")), Some("a")));
+        assert!(!branch_match(&user(Some("ab")), Some("a")));
+        assert!(!branch_match(&user(Some("a")), Some("")));
+        assert!(branch_match(&user(Some("")), Some("")));
+        assert!(!branch_match(
+            &BranchEvent {
+                answers_elsewhere: true,
+                ..user(None)
+            },
+            Some("a")
+        ));
+        let agent = BranchEvent {
+            branch: Some("a.b"),
+            ..Default::default()
+        };
+        assert!(!branch_match(&agent, Some("a")));
+        assert!(branch_match(&agent, Some("a.b")));
+        assert!(branch_match(&BranchEvent::default(), None));
+        assert!(on_branch("a.b", "a") && on_branch("a", "a") && !on_branch("ab", "a"));
+        assert!(!on_branch("", ""));
+        let calls: std::collections::HashSet<&str> = ["c1"].into_iter().collect();
+        assert!(!answers_elsewhere(["c2", "c1"], &calls));
+        assert!(answers_elsewhere(["c2"], &calls));
+        assert!(!answers_elsewhere([], &calls));
     }
 
     proptest! {

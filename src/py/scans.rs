@@ -10,10 +10,11 @@
 
 use super::error::{finish, Extracted, Outcome};
 use super::extract::{instance_dict, model_dict, types, Model};
-use crate::core::scans::{self, ContextEvent, PartFacts};
+use crate::core::scans::{self, BranchEvent, ContextEvent, PartFacts};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyList, PySet, PyString, PyTuple, PyType};
+use std::collections::HashSet;
 
 /// `dict[key]`, declining with `what` when the key is missing (a model
 /// built without the field: google-adk's code decides what that means).
@@ -375,6 +376,192 @@ fn call_ids<'py>(
                 ids.add(id)?;
             }
         }
+    }
+    Ok(ids)
+}
+
+/// The ids (not `None`) of the function calls or responses in `event`'s
+/// parts (`get_function_calls` / `get_function_responses` as google-adk
+/// defines them), as `&str`s borrowed from `hold`.
+fn part_ids<'py>(
+    d: &Bound<'py, PyDict>,
+    field: &Bound<'py, PyString>,
+    model: &Model,
+    hold: &mut Vec<Bound<'py, PyAny>>,
+) -> Extracted<usize> {
+    let py = d.py();
+    let t = types(py)?;
+    let content_value = get(d, intern!(py, "content"), "content")?;
+    if !truthy(&content_value)? {
+        return Ok(0);
+    }
+    let content = model_dict(&content_value, &t.content, "content")?;
+    let Some(parts) = parts_of(Some(&content))? else {
+        return Ok(0);
+    };
+    let mut found = 0;
+    for part in parts.iter() {
+        let p = model_dict(&part, &t.part, "part")?;
+        let value = get(&p, field, "part")?;
+        if !truthy(&value)? {
+            continue;
+        }
+        found += 1;
+        let v = model_dict(&value, model, "call")?;
+        let id = get(&v, intern!(py, "id"), "call id")?;
+        if !id.is_none() {
+            if !id.is_exact_instance_of::<PyString>() {
+                return Err(Outcome::Decline("call id"));
+            }
+            hold.push(id);
+        }
+    }
+    Ok(found)
+}
+
+/// Checks that `event`'s class answers `get_function_calls` and
+/// `get_function_responses` with google-adk's own methods (`methods`),
+/// remembering the last class that did.
+fn own_methods<'py>(
+    event: &Bound<'py, PyAny>,
+    methods: (&Bound<'py, PyAny>, &Bound<'py, PyAny>),
+    checked: &mut Option<Bound<'py, PyType>>,
+) -> Extracted<()> {
+    let ty = event.get_type();
+    if checked.as_ref().is_some_and(|c| c.is(&ty)) {
+        return Ok(());
+    }
+    let py = event.py();
+    if !ty.getattr(intern!(py, "get_function_calls"))?.is(methods.0)
+        || !ty
+            .getattr(intern!(py, "get_function_responses"))?
+            .is(methods.1)
+    {
+        return Err(Outcome::Decline("get_function_calls overridden"));
+    }
+    *checked = Some(ty);
+    Ok(())
+}
+
+/// `InvocationContext._get_events` for a context whose agent is not a
+/// single-turn node (the caller hands those to google-adk): `events` (the
+/// session's) kept where `invocation_id` equals the context's (with
+/// `current_invocation`) and where the event matches the context's
+/// `branch` (with `current_branch`); a new list, or `None` to decline.
+/// `methods` are google-adk's `get_function_calls` and
+/// `get_function_responses`.
+#[pyfunction]
+#[pyo3(signature = (events, invocation_id, branch, current_invocation, current_branch, methods))]
+pub fn context_events<'py>(
+    events: &Bound<'py, PyAny>,
+    invocation_id: &Bound<'py, PyAny>,
+    branch: &Bound<'py, PyAny>,
+    current_invocation: bool,
+    current_branch: bool,
+    methods: (Bound<'py, PyAny>, Bound<'py, PyAny>),
+) -> PyResult<Option<Bound<'py, PyList>>> {
+    let run = || -> Extracted<Bound<'py, PyList>> {
+        let py = events.py();
+        let t = types(py)?;
+        let events = events
+            .cast_exact::<PyList>()
+            .map_err(|_| Outcome::Decline("not a list"))?;
+        let own = optional_str(branch, "branch")?;
+        let invocation = if current_invocation {
+            Some(
+                optional_str(invocation_id, "invocation_id")?
+                    .ok_or(Outcome::Decline("invocation_id"))?,
+            )
+        } else {
+            None
+        };
+        let methods = (&methods.0, &methods.1);
+        let mut checked = None;
+        // The calls issued on the branch or below it, gathered at the first
+        // user response that needs them (as google-adk gathers them).
+        let mut branch_calls: Option<Vec<Bound<'py, PyAny>>> = None;
+        let kept = PyList::empty(py);
+        for event in events.iter() {
+            let d = model_dict(&event, &t.event, "not an Event")?;
+            if let Some(invocation) = invocation {
+                let id = get(&d, intern!(py, "invocation_id"), "invocation_id")?;
+                if optional_str(&id, "invocation_id")? != Some(invocation) {
+                    continue;
+                }
+            }
+            if current_branch {
+                let author = get(&d, intern!(py, "author"), "author")?;
+                let branch_value = get(&d, intern!(py, "branch"), "branch")?;
+                let mut facts = BranchEvent {
+                    by_user: optional_str(&author, "author")? == Some("user"),
+                    branch: optional_str(&branch_value, "branch")?,
+                    answers_elsewhere: false,
+                };
+                if facts.by_user {
+                    own_methods(&event, methods, &mut checked)?;
+                    let mut ids = Vec::new();
+                    let responses = part_ids(
+                        &d,
+                        intern!(py, "function_response"),
+                        &t.function_response,
+                        &mut ids,
+                    )?;
+                    if responses > 0 && own.is_some_and(|own| !own.is_empty()) && !ids.is_empty() {
+                        let own = own.unwrap_or_default();
+                        if branch_calls.is_none() {
+                            branch_calls =
+                                Some(calls_on_branch(events, own, methods, &mut checked)?);
+                        }
+                        let calls = branch_calls.as_deref().unwrap_or_default();
+                        let calls: HashSet<&str> = calls
+                            .iter()
+                            .filter_map(|c| c.cast::<PyString>().ok()?.to_str().ok())
+                            .collect();
+                        let ids = ids
+                            .iter()
+                            .map(|id| {
+                                Ok(id
+                                    .cast::<PyString>()
+                                    .map_err(|_| Outcome::Decline("call id"))?
+                                    .to_str()?)
+                            })
+                            .collect::<Extracted<Vec<&str>>>()?;
+                        facts.answers_elsewhere = scans::answers_elsewhere(ids, &calls);
+                    }
+                }
+                if !scans::branch_match(&facts, own) {
+                    continue;
+                }
+            }
+            kept.append(event)?;
+        }
+        Ok(kept)
+    };
+    finish(events.py(), "InvocationContext._get_events", run())
+}
+
+/// The ids (not `None`) of the calls of every event on branch `own` or
+/// below it (`own` non-empty).
+fn calls_on_branch<'py>(
+    events: &Bound<'py, PyList>,
+    own: &str,
+    methods: (&Bound<'py, PyAny>, &Bound<'py, PyAny>),
+    checked: &mut Option<Bound<'py, PyType>>,
+) -> Extracted<Vec<Bound<'py, PyAny>>> {
+    let py = events.py();
+    let t = types(py)?;
+    let mut ids = Vec::new();
+    for event in events.iter() {
+        let d = model_dict(&event, &t.event, "not an Event")?;
+        let branch_value = get(&d, intern!(py, "branch"), "branch")?;
+        let Some(branch) = optional_str(&branch_value, "branch")? else {
+            continue;
+        };
+        if !scans::on_branch(branch, own) {
+            continue;
+        }
+        own_methods(&event, methods, checked)?;
+        part_ids(&d, intern!(py, "function_call"), &t.function_call, &mut ids)?;
     }
     Ok(ids)
 }
