@@ -183,6 +183,7 @@ def test_the_pinned_google_adk_has_the_code_the_drop_ins_reproduce() -> None:
         "_should_include_event_in_context": True,
         "_collect_function_call_ids": True,
         "InvocationContext._get_events": True,
+        "InMemorySessionService.append_event": True,
     }
 
 
@@ -515,3 +516,85 @@ def test_get_events_decline_foreign_values(get_events: tuple[Any, Any]) -> None:
     assert_same_events(get_events, _context([*_branch_events(), odd], "a.b"), declines=2)
     responding = _Responding(author="user", invocation_id="i1", branch="a.b")
     assert_same_events(get_events, _context([responding], "a.b"), declines=3)
+
+
+# -- InMemorySessionService.append_event ----------------------------------------------
+
+
+def _appends(service: Any, append: Any) -> list[Any]:
+    """A sequence of appends through `append` (google-adk's method or the
+    drop-in) on a new session of `service`; what each returned or raised,
+    and the service's state after."""
+    import asyncio
+
+    from google.adk.sessions.session import Session
+
+    async def run() -> list[Any]:
+        session = await service.create_session(app_name="a", user_id="u", session_id="s")
+        stale = await service.get_session(app_name="a", user_id="u", session_id="s")
+        text = [types.Part(text="x")]
+        first = _event(text, id="e1", timestamp=1.0)
+        delta = EventActions(state_delta={"k": 1, "app:g": 2, "user:h": 3, "temp:t": 4})
+        events = [
+            first,
+            first,  # the same object again
+            first.model_copy(deep=True),  # an equal copy
+            _event([types.Part(text="y")], id="e1", timestamp=2.0),  # same id, not equal
+            _event(text, id="e2", timestamp=3.0, actions=delta),
+            _event(text, id="e3", timestamp=4.0, partial=True),
+            _event(text, id="e4", timestamp=5.0, actions=EventActions(state_delta={})),
+        ]
+        out: list[Any] = []
+        for target in (session, stale):
+            for event in events:
+                out.append(_answer_async(await _try(append(service, target, event))))
+        missing = Session(id="nope", app_name="a", user_id="u")
+        out.append(_answer_async(await _try(append(service, missing, events[0]))))
+        stored = service.sessions["a"]["u"]["s"]
+        out.append([e.model_dump_json() for e in stored.events])
+        out.append([e.model_dump_json() for e in session.events])
+        out.append([e.model_dump_json() for e in stale.events])
+        out.append((dict(stored.state), service.app_state, service.user_state))
+        out.append((session.state, stale.state, stored.last_update_time))
+        return out
+
+    return asyncio.run(run())
+
+
+async def _try(awaitable: Any) -> tuple[str, Any]:
+    try:
+        return ("value", await awaitable)
+    except Exception as error:
+        return ("raised", (type(error), str(error)))
+
+
+def _answer_async(answer: tuple[str, Any]) -> tuple[str, Any]:
+    kind, value = answer
+    return (kind, value.model_dump_json() if isinstance(value, Event) else value)
+
+
+def test_append_event_does_what_google_adks_does() -> None:
+    from google.adk.sessions.in_memory_session_service import InMemorySessionService
+
+    original, native = _scans.pairs()["InMemorySessionService.append_event"]
+    _native.decline_counts(reset=True)
+    assert _appends(InMemorySessionService(), native) == _appends(
+        InMemorySessionService(), original
+    )
+    assert sum(_native.decline_counts(reset=True).values()) == 0
+
+
+def test_append_event_declines_foreign_ids() -> None:
+    from google.adk.sessions.in_memory_session_service import InMemorySessionService
+
+    events = [_event([types.Part(text="x")], id="e1"), _event(None, id="e2")]
+    odd = Event.model_construct(**{**events[0].__dict__, "id": 5})
+    _native.decline_counts(reset=True)
+    assert _native.stored_again(events, odd) is None
+    assert _native.stored_again([odd], events[0]) is None
+    assert _native.stored_again(tuple(events), events[0]) is None
+    assert sum(_native.decline_counts(reset=True).values()) == 3
+    assert _native.stored_again(events, events[0].model_copy(deep=True)) is True
+    assert _native.stored_again(events, _event(None, id="e1")) is False
+    assert _native.stored_again(events, _event(None, id="e9")) is False
+    assert InMemorySessionService  # the service the drop-in belongs to

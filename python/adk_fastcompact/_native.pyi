@@ -46,6 +46,7 @@ __all__ = [
     "prompt_chars_delta",
     "recover_compacted_function_calls",
     "sliding_window",
+    "stored_again",
     "stored_event",
     "token_threshold_selection",
 ]
@@ -523,6 +524,19 @@ def context_events(
 
     Returns:
       The kept events (a new list), or None to decline.
+    """
+
+def stored_again(events: object, event: object) -> bool | None:
+    """Whether `events` (a stored session's) holds an event with `event`'s
+    id that equals it (`InMemorySessionService.append_event`'s re-delivery
+    test).
+
+    Args:
+      events: The stored session's events.
+      event: The event being appended.
+
+    Returns:
+      Whether it is stored already, or None to decline.
     """
 
 def apply_rewinds(events: object) -> list[Event] | None:

@@ -113,6 +113,47 @@ def _context_events(original: Callable[..., Any], module: Any) -> Callable[..., 
     return _get_events
 
 
+def _append_event(original: Callable[..., Any], module: Any) -> Callable[..., Any]:
+    """`InMemorySessionService.append_event` with its re-delivery test (an
+    equal event with the same id already stored) read natively; every other
+    step is google-adk's, in google-adk's order."""
+    service_class = module.InMemorySessionService
+
+    async def append_event(self: Any, session: Any, event: Any) -> Any:
+        if event.partial:
+            return event
+        app_name = session.app_name
+        user_id = session.user_id
+        session_id = session.id
+        if session_id not in self.sessions.get(app_name, {}).get(user_id, {}):
+            raise module.SessionNotFoundError(f"Session {session_id} not found.")
+        stored = self.sessions[app_name][user_id][session_id]
+        again = _native.stored_again(stored.events, event)
+        if again is None:
+            again = any(e == event for e in stored.events if e.id == event.id)
+        if again:
+            return event
+        await super(service_class, self).append_event(session=session, event=event)
+        session.last_update_time = event.timestamp
+        if stored is not session:
+            stored.events.append(event)
+            stored.last_update_time = event.timestamp
+        if event.actions and event.actions.state_delta:
+            deltas = module._session_util.extract_state_delta(event.actions.state_delta)
+            app, user, own = deltas["app"], deltas["user"], deltas["session"]
+            if app:
+                self.app_state.setdefault(app_name, {}).update(app)
+            if user:
+                self.user_state.setdefault(app_name, {}).setdefault(user_id, {}).update(user)
+            if own:
+                stored.state.update(own)
+        return event
+
+    append_event.__qualname__ = original.__qualname__
+    append_event.__doc__ = original.__doc__
+    return append_event
+
+
 DROP_INS: tuple[DropIn, ...] = (
     DropIn(
         name="_should_include_event_in_context",
@@ -153,6 +194,16 @@ DROP_INS: tuple[DropIn, ...] = (
             **_LLM_RESPONSE,
         },
         make=_context_events,
+    ),
+    DropIn(
+        name="InMemorySessionService.append_event",
+        module="google.adk.sessions.in_memory_session_service",
+        prints={
+            "google.adk.sessions.in_memory_session_service": {
+                "InMemorySessionService.append_event": "54f2540cefc7b665"
+            },
+        },
+        make=_append_event,
     ),
 )
 

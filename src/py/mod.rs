@@ -54,6 +54,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(rows::stored_event, m)?)?;
     m.add_function(wrap_pyfunction!(scans::function_call_ids, m)?)?;
     m.add_function(wrap_pyfunction!(scans::context_events, m)?)?;
+    m.add_function(wrap_pyfunction!(scans::stored_again, m)?)?;
     m.add_function(wrap_pyfunction!(size::content_size, m)?)?;
     m.add_function(wrap_pyfunction!(ranges::get_compaction_ranges, m)?)?;
     m.add_function(wrap_pyfunction!(filter::process_compaction_events, m)?)?;

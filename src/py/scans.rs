@@ -565,3 +565,42 @@ fn calls_on_branch<'py>(
     }
     Ok(ids)
 }
+
+/// Whether `events` (a stored session's) already holds an event with
+/// `event`'s id that equals it (`==`, asked only of events with the same
+/// id, in order, stopping at the first): `InMemorySessionService`'s
+/// re-delivery test. `None` to decline.
+#[pyfunction]
+pub fn stored_again<'py>(
+    events: &Bound<'py, PyAny>,
+    event: &Bound<'py, PyAny>,
+) -> PyResult<Option<bool>> {
+    let run = || -> Extracted<bool> {
+        let py = events.py();
+        let t = types(py)?;
+        let events = events
+            .cast_exact::<PyList>()
+            .map_err(|_| Outcome::Decline("not a list"))?;
+        let key = intern!(py, "id");
+        let own = model_dict(event, &t.event, "not an Event")?;
+        let id_value = get(&own, key, "id")?;
+        let id = optional_str(&id_value, "id")?.ok_or(Outcome::Decline("id"))?;
+        // The ids first (no Python code runs while they are read), then the
+        // equality of those that match, in order.
+        let mut same_id = Vec::new();
+        for stored in events.iter() {
+            let d = model_dict(&stored, &t.event, "not an Event")?;
+            let stored_id = get(&d, key, "id")?;
+            if optional_str(&stored_id, "id")?.ok_or(Outcome::Decline("id"))? == id {
+                same_id.push(stored);
+            }
+        }
+        for stored in same_id {
+            if stored.eq(event)? {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    };
+    finish(events.py(), "InMemorySessionService.append_event", run())
+}
