@@ -182,6 +182,8 @@ def test_the_pinned_google_adk_has_the_code_the_drop_ins_reproduce() -> None:
     assert _scans.active() == {
         "_should_include_event_in_context": True,
         "_collect_function_call_ids": True,
+        "_find_active_task_scope": True,
+        "_find_unresolved_task_delegations": True,
     }
 
 
