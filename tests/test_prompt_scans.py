@@ -184,6 +184,8 @@ def test_the_pinned_google_adk_has_the_code_the_drop_ins_reproduce() -> None:
         "_collect_function_call_ids": True,
         "InvocationContext._get_events": True,
         "InMemorySessionService.append_event": True,
+        "_find_active_task_scope": True,
+        "_find_unresolved_task_delegations": True,
     }
 
 

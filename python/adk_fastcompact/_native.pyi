@@ -18,6 +18,8 @@ __all__ = [
     "ContextFilter",
     "ExactSelection",
     "Selected",
+    "TaskDelegations",
+    "TaskScope",
     "__version__",
     "analyze_sessions",
     "analyze_stored",
@@ -487,6 +489,69 @@ class ContextFilter:
         include_thoughts: object = None,
     ) -> bool:
         """Whether `event` belongs in the LLM context (google-adk's rule)."""
+
+@final
+class TaskScope:
+    """google-adk's `runners._find_active_task_scope`, read natively.
+
+    Called as google-adk calls its function: calls the module's
+    `_apply_rewinds` on `session.events` and reads the live events; an
+    event it does not read like google-adk's models (a foreign part, a
+    non-`str` scope, a response that is not a `dict`, ...) declines, and
+    `original` answers (called with the same session).
+    """
+
+    def __new__(
+        cls,
+        original: Callable[..., Any],
+        module: object,
+        finish: str,
+        success: str,
+        error: str,
+        aborted: str,
+    ) -> TaskScope:
+        """Args:
+        original: google-adk's function.
+        module: The module defining it (whose `_apply_rewinds` it calls).
+        finish: `FINISH_TASK_TOOL_NAME` as the module binds it.
+        success: `FINISH_TASK_SUCCESS_RESULT` as the module binds it.
+        error: `FINISH_TASK_ERROR_RESULT` as the module binds it.
+        aborted: The error code of an abort event (`_INVOCATION_ABORTED`).
+        """
+
+    @property
+    def original(self) -> Callable[..., Any]:
+        """google-adk's function this drop-in answers for."""
+
+    def __call__(self, session: Any) -> tuple[str, str] | None:
+        """The active task's `(isolation_scope, invocation_id)`, or None."""
+
+@final
+class TaskDelegations:
+    """google-adk's `_find_unresolved_task_delegations`, read natively.
+
+    Called as google-adk calls its function: imports `_apply_rewinds` and
+    `_TaskAgentTool` at every call, and asks `tools_dict.get` and
+    `isinstance` about the same calls in the same order; an event or
+    argument it does not read like google-adk's models declines, and
+    `original` answers (called with the same arguments).
+    """
+
+    def __new__(cls, original: Callable[..., Any], rewinds: str, tools: str) -> TaskDelegations:
+        """Args:
+        original: google-adk's function.
+        rewinds: The module `_apply_rewinds` is imported from.
+        tools: The module `_TaskAgentTool` is imported from.
+        """
+
+    @property
+    def original(self) -> Callable[..., Any]:
+        """google-adk's function this drop-in answers for."""
+
+    def __call__(
+        self, session: Any, owner: str, tools_dict: Any, isolation_scope: str | None = None
+    ) -> list[Any]:
+        """The task delegation calls of `owner` without a response."""
 
 def function_call_ids(events: object, method: Callable[..., Any]) -> set[Any] | None:
     """The truthy ids of every function call in the events' parts.

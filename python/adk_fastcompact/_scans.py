@@ -8,13 +8,20 @@ they surround. Each drop-in here decides the same thing natively
 (`_native.ContextFilter`, `_native.function_call_ids`; the decisions are in
 `core::scans`) and hands anything it does not read like google-adk's own
 models to google-adk's function (counted in `decline_counts()`, logged once).
+The same holds for the two scans every turn makes for task agents:
+`runners._find_active_task_scope` and
+`_llm_agent_wrapper._find_unresolved_task_delegations`
+(`_native.TaskScope`, `_native.TaskDelegations`; decisions in
+`core::tasks`), which call `_apply_rewinds` as google-adk's functions do.
 
 A drop-in reproduces one version of google-adk's code, so it is bound only
 where the installed source has exactly that code: the function and every
 module-level helper it reaches (`_fingerprint`), and the definitions it
-relies on elsewhere (`_BranchPath`, `LlmResponse`). Anywhere else
-google-adk's function stays, and `active()` says so. Bound in both modes (no
-compaction decision is involved); see docs/prompt-scans.md.
+relies on elsewhere (`_BranchPath`, `LlmResponse`, `_is_abort_event`).
+Constants a drop-in compares with are read from google-adk's modules when
+it is made. Anywhere else google-adk's function stays, and `active()` says
+so. Bound in both modes (no compaction decision is involved); see
+docs/prompt-scans.md.
 """
 
 from __future__ import annotations
@@ -28,6 +35,13 @@ from . import _fingerprint, _native
 
 _CONTENTS = "google.adk.flows.llm_flows.context._contents"
 _FUNCTIONS = "google.adk.flows.llm_flows.tools._functions"
+_RUNNERS = "google.adk.runners"
+_ABORTS = "google.adk.events._abort_events"
+_WRAPPER = "google.adk.workflow._llm_agent_wrapper"
+#: Where `_find_unresolved_task_delegations` imports `_apply_rewinds` and
+#: `_TaskAgentTool` from, at every call.
+_REWINDS = "google.adk.events._rewind_events"
+_AGENT_TOOL = "google.adk.tools.agent_tool"
 
 #: `LlmResponse` (its `get_function_calls` / `get_function_responses`), as
 #: the drop-ins read it.
@@ -154,6 +168,23 @@ def _append_event(original: Callable[..., Any], module: Any) -> Callable[..., An
     return append_event
 
 
+def _task_scope(original: Callable[..., Any], module: Any) -> Callable[..., Any]:
+    aborts = importlib.import_module(_ABORTS)
+    return _native.TaskScope(  # type: ignore[no-any-return]
+        original,
+        module,
+        module.FINISH_TASK_TOOL_NAME,
+        module.FINISH_TASK_SUCCESS_RESULT,
+        module.FINISH_TASK_ERROR_RESULT,
+        aborts._INVOCATION_ABORTED,
+    )
+
+
+def _task_delegations(original: Callable[..., Any], module: Any) -> Callable[..., Any]:
+    del module
+    return _native.TaskDelegations(original, _REWINDS, _AGENT_TOOL)  # type: ignore[no-any-return]
+
+
 DROP_INS: tuple[DropIn, ...] = (
     DropIn(
         name="_should_include_event_in_context",
@@ -204,6 +235,24 @@ DROP_INS: tuple[DropIn, ...] = (
             },
         },
         make=_append_event,
+    ),
+    DropIn(
+        name="_find_active_task_scope",
+        module=_RUNNERS,
+        prints={
+            _RUNNERS: {"_find_active_task_scope": "9856eaf58a356eb0"},
+            _ABORTS: {
+                "_INVOCATION_ABORTED": "d8a0e8c686c911f9",
+                "_is_abort_event": "27173ee1191c229c",
+            },
+        },
+        make=_task_scope,
+    ),
+    DropIn(
+        name="_find_unresolved_task_delegations",
+        module=_WRAPPER,
+        prints={_WRAPPER: {"_find_unresolved_task_delegations": "0829c8b94d570d60"}},
+        make=_task_delegations,
     ),
 )
 

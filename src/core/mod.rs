@@ -21,6 +21,7 @@ pub mod scans;
 pub mod slot_table;
 pub mod stored;
 pub mod subsume;
+pub mod tasks;
 pub mod texts;
 pub mod uuid;
 pub mod window;

@@ -21,6 +21,7 @@ mod scans;
 mod scratch;
 mod size;
 mod summary;
+mod tasks;
 mod version_tag;
 mod window;
 
@@ -32,6 +33,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<window::Selected>()?;
     m.add_class::<coverage::ExactSelection>()?;
     m.add_class::<scans::ContextFilter>()?;
+    m.add_class::<tasks::TaskScope>()?;
+    m.add_class::<tasks::TaskDelegations>()?;
     m.add_function(wrap_pyfunction!(copy::deep_copy_model, m)?)?;
     m.add_function(wrap_pyfunction!(error::decline_counts, m)?)?;
     m.add_function(wrap_pyfunction!(error::decline_totals, m)?)?;
