@@ -215,28 +215,10 @@ def test_a_realistic_bench_session_gets_google_adks_verdicts(include: tuple[Any,
 
 @pytest.fixture(scope="module")
 def traffic_events() -> list[Event]:
-    """The stored events of test_real_traffic's corpus conversation, as
-    google-adk's InMemorySessionService holds them."""
-    import asyncio
-    import warnings
+    """The stored events of test_real_traffic's corpus conversation."""
+    from test_real_traffic import corpus_session
 
-    from google.adk.sessions.in_memory_session_service import InMemorySessionService
-    from runner_harness import deterministic, stepped_clock
-    from test_real_traffic import _WARNINGS, APP, CONFIGS, CORPUS_TURNS, SESSION, USER, _converse
-
-    adk_fastcompact.uninstall()
-    service = InMemorySessionService()
-
-    async def main() -> None:
-        with warnings.catch_warnings(), deterministic(stepped_clock(0.25)):
-            for category, message in _WARNINGS:
-                warnings.filterwarnings("ignore", message, category)
-            await _converse(service, CONFIGS["both"], CORPUS_TURNS["memory"], "scans", corpus=True)
-
-    asyncio.run(main())
-    events = list(service.sessions[APP][USER][SESSION].events)
-    assert len(events) > 50
-    return events
+    return list(corpus_session("scans").events)
 
 
 def test_the_real_traffic_corpus_gets_google_adks_verdicts(

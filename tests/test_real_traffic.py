@@ -397,6 +397,33 @@ async def _converse(
     )
 
 
+def corpus_session(seed: str) -> Any:
+    """The stored session of the corpus conversation (streaming partials,
+    parallel tools, confirmations, long-running calls, compactions) as
+    plain google-adk's InMemorySessionService holds it, for tests that
+    compare something with google-adk on real-traffic events."""
+    import asyncio
+    import warnings
+
+    import adk_fastcompact
+    from google.adk.sessions.in_memory_session_service import InMemorySessionService
+    from runner_harness import deterministic, stepped_clock
+
+    adk_fastcompact.uninstall()
+    service = InMemorySessionService()
+
+    async def main() -> None:
+        with warnings.catch_warnings(), deterministic(stepped_clock(0.25)):
+            for category, message in _WARNINGS:
+                warnings.filterwarnings("ignore", message, category)
+            await _converse(service, CONFIGS["both"], CORPUS_TURNS["memory"], seed, corpus=True)
+
+    asyncio.run(main())
+    stored = service.sessions[APP][USER][SESSION]
+    assert len(stored.events) > 50
+    return stored
+
+
 @pytest.fixture
 def probes(monkeypatch: pytest.MonkeyPatch) -> Probes:
     """Counts the calls into the Rust core (and how many declined), the

@@ -18,7 +18,6 @@ import copy
 import math
 import sys
 import threading
-import warnings
 from typing import Any
 
 import adk_fastcompact
@@ -213,32 +212,10 @@ def test_a_realistic_bench_session_copies_like_google_adk() -> None:
 @pytest.fixture(scope="module")
 def traffic_session() -> Session:
     """The stored session of a real-traffic conversation (test_real_traffic's
-    corpus: streaming partials, parallel tools, confirmations, long-running
-    calls, compactions), as google-adk's InMemorySessionService holds it."""
-    from runner_harness import deterministic, stepped_clock
-    from test_real_traffic import (
-        _WARNINGS,
-        APP,
-        CONFIGS,
-        CORPUS_TURNS,
-        SESSION,
-        USER,
-        _converse,
-    )
+    corpus), as google-adk's InMemorySessionService holds it."""
+    from test_real_traffic import corpus_session
 
-    adk_fastcompact.uninstall()
-    service = InMemorySessionService()
-
-    async def main() -> None:
-        with warnings.catch_warnings(), deterministic(stepped_clock(0.25)):
-            for category, message in _WARNINGS:
-                warnings.filterwarnings("ignore", message, category)
-            await _converse(service, CONFIGS["both"], CORPUS_TURNS["memory"], "copy", corpus=True)
-
-    asyncio.run(main())
-    stored = service.sessions[APP][USER][SESSION]
-    assert len(stored.events) > 50
-    return stored
+    return corpus_session("copy")  # type: ignore[no-any-return]
 
 
 def test_the_real_traffic_corpus_copies_like_google_adk(traffic_session: Session) -> None:

@@ -46,6 +46,8 @@ _AGENT_TOOL = "google.adk.tools.agent_tool"
 #: `LlmResponse` (its `get_function_calls` / `get_function_responses`), as
 #: the drop-ins read it.
 _LLM_RESPONSE = {"google.adk.models.llm_response": {"LlmResponse": "84235c6979f33e3c"}}
+#: `_BranchPath` (segments, equality, descent), as the branch tests read it.
+_BRANCH_PATH = {"google.adk.events._branch_path": {"_BranchPath": "2e9603cd34fba17a"}}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -200,7 +202,7 @@ DROP_INS: tuple[DropIn, ...] = (
                 "_is_request_confirmation_event": "b579348ac81e548f",
                 "_should_include_event_in_context": "e029531b490044cf",
             },
-            "google.adk.events._branch_path": {"_BranchPath": "2e9603cd34fba17a"},
+            **_BRANCH_PATH,
             **_LLM_RESPONSE,
         },
         make=_context_filter,
@@ -221,7 +223,7 @@ DROP_INS: tuple[DropIn, ...] = (
             "google.adk.agents.invocation_context": {
                 "InvocationContext._get_events": "ba110e5d1723fdea"
             },
-            "google.adk.events._branch_path": {"_BranchPath": "2e9603cd34fba17a"},
+            **_BRANCH_PATH,
             **_LLM_RESPONSE,
         },
         make=_context_events,

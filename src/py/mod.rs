@@ -14,6 +14,7 @@ mod filter;
 mod index;
 mod prefetch;
 mod ranges;
+mod read;
 mod recover;
 mod rewind;
 mod rows;

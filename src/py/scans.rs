@@ -10,70 +10,12 @@
 
 use super::error::{finish, Extracted, Outcome};
 use super::extract::{instance_dict, model_dict, types, Model};
+use super::read::{get, optional_model, optional_str, truthy, truthy_str};
 use crate::core::scans::{self, BranchEvent, ContextEvent, PartFacts};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyList, PySet, PyString, PyTuple, PyType};
 use std::collections::HashSet;
-
-/// `dict[key]`, declining with `what` when the key is missing (a model
-/// built without the field: google-adk's code decides what that means).
-#[inline]
-fn get<'py>(
-    dict: &Bound<'py, PyDict>,
-    key: &Bound<'py, PyString>,
-    what: &'static str,
-) -> Extracted<Bound<'py, PyAny>> {
-    dict.get_item(key)?.ok_or(Outcome::Decline(what))
-}
-
-/// Python truthiness, without a call for the common kinds.
-#[inline]
-fn truthy(value: &Bound<'_, PyAny>) -> PyResult<bool> {
-    if value.is_none() {
-        Ok(false)
-    } else if let Ok(b) = value.cast_exact::<PyBool>() {
-        Ok(b.is_true())
-    } else if value.is_exact_instance_of::<PyString>() {
-        Ok(value.len()? > 0)
-    } else if let Ok(l) = value.cast_exact::<PyList>() {
-        Ok(!l.is_empty())
-    } else {
-        value.is_truthy()
-    }
-}
-
-/// `None` or an exact `str`; anything else declines with `what`.
-#[inline]
-fn optional_str<'a>(value: &'a Bound<'_, PyAny>, what: &'static str) -> Extracted<Option<&'a str>> {
-    if value.is_none() {
-        return Ok(None);
-    }
-    match value.cast_exact::<PyString>() {
-        Ok(s) => Ok(Some(s.to_str().map_err(|_| Outcome::Decline(what))?)),
-        Err(_) => Err(Outcome::Decline(what)),
-    }
-}
-
-/// A non-empty `str` or `None` (google-adk tests these by truthiness).
-#[inline]
-fn truthy_str<'a>(value: &'a Bound<'_, PyAny>, what: &'static str) -> Extracted<Option<&'a str>> {
-    Ok(optional_str(value, what)?.filter(|s| !s.is_empty()))
-}
-
-/// The dict of `value` when it is a `model`; `None` when it is `None`.
-#[inline]
-fn optional_model<'py>(
-    value: &Bound<'py, PyAny>,
-    model: &Model,
-    what: &'static str,
-) -> Extracted<Option<Bound<'py, PyDict>>> {
-    if value.is_none() {
-        Ok(None)
-    } else {
-        model_dict(value, model, what).map(Some)
-    }
-}
 
 /// The parts of `content` (a Content model's dict, or `None`): `None` when
 /// the content or its parts are missing, the list otherwise.

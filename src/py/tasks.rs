@@ -21,6 +21,7 @@ use super::error::{finish, Extracted, Outcome};
 use super::extract::{model_dict, types, Model, CHUNK};
 use super::fields::Fields;
 use super::prefetch;
+use super::read::{get, optional_model, optional_str, truthy_str};
 use crate::core::tasks::{self, Reply, ScopeEvent};
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -54,51 +55,6 @@ fn field<'a, 'py>(
     what: &'static str,
 ) -> Extracted<Borrowed<'a, 'py, PyAny>> {
     fields.get(dict, key, slot)?.ok_or(Outcome::Decline(what))
-}
-
-/// `dict[key]`, declining with `what` when the key is missing (a model
-/// built without the field: google-adk's code decides what that means).
-#[inline]
-fn get<'py>(
-    dict: &Bound<'py, PyDict>,
-    key: &Bound<'py, PyString>,
-    what: &'static str,
-) -> Extracted<Bound<'py, PyAny>> {
-    dict.get_item(key)?.ok_or(Outcome::Decline(what))
-}
-
-/// `None` or an exact `str` (whose text compares as Python compares it);
-/// anything else declines with `what`.
-#[inline]
-fn optional_str<'a>(value: &'a Bound<'_, PyAny>, what: &'static str) -> Extracted<Option<&'a str>> {
-    if value.is_none() {
-        return Ok(None);
-    }
-    match value.cast_exact::<PyString>() {
-        Ok(s) => Ok(Some(s.to_str().map_err(|_| Outcome::Decline(what))?)),
-        Err(_) => Err(Outcome::Decline(what)),
-    }
-}
-
-/// A non-empty `str` or `None` (google-adk tests these by truthiness).
-#[inline]
-fn truthy_str<'a>(value: &'a Bound<'_, PyAny>, what: &'static str) -> Extracted<Option<&'a str>> {
-    Ok(optional_str(value, what)?.filter(|s| !s.is_empty()))
-}
-
-/// The dict of `value` when it is a `model`; `None` when it is `None`
-/// (models define no truthiness: one is always true).
-#[inline]
-fn optional_model<'py>(
-    value: &Bound<'py, PyAny>,
-    model: &Model,
-    what: &'static str,
-) -> Extracted<Option<Bound<'py, PyDict>>> {
-    if value.is_none() {
-        Ok(None)
-    } else {
-        model_dict(value, model, what).map(Some)
-    }
 }
 
 /// The parts of an event's content when `content and content.parts` is
