@@ -371,6 +371,7 @@ def test_a_changed_helper_is_not_bound(monkeypatch: pytest.MonkeyPatch) -> None:
         return prints
 
     monkeypatch.setattr(_fingerprint, "fingerprints", changed)
+    monkeypatch.setattr(_scans, "_verdicts", {})
     assert _scans.active()["_should_include_event_in_context"] is False
     assert "_should_include_event_in_context" not in _scans.pairs()
 

@@ -711,6 +711,7 @@ def test_a_changed_fingerprint_is_not_bound(
         return prints
 
     monkeypatch.setattr(_fingerprint, "fingerprints", changed)
+    monkeypatch.setattr(_scans, "_verdicts", {})
     assert _scans.active()[drop_in] is False
     assert drop_in not in _scans.pairs()
     others = {n for n in _scans.active() if n != drop_in}

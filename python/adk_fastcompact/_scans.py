@@ -277,6 +277,17 @@ def matches(drop_in: DropIn) -> bool:
     return True
 
 
+# Drop-in name -> `matches()`, decided once per process (`install()` may run
+# before every turn, as the bench does; the sources do not change meanwhile).
+_verdicts: dict[str, bool] = {}
+
+
+def _matches_here(drop_in: DropIn) -> bool:
+    if drop_in.name not in _verdicts:
+        _verdicts[drop_in.name] = matches(drop_in)
+    return _verdicts[drop_in.name]
+
+
 def _holder(drop_in: DropIn) -> tuple[Any, str]:
     """The object holding google-adk's function (its module, or the class
     of a method) and the attribute's name."""
@@ -299,7 +310,7 @@ def pairs() -> dict[str, tuple[Callable[..., Any], Callable[..., Any]]]:
     ours = {id(new): original for original, new in _made.values()}
     found: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {}
     for drop_in in DROP_INS:
-        if not matches(drop_in):
+        if not _matches_here(drop_in):
             continue
         holder, attr = _holder(drop_in)
         bound = vars(holder)[attr] if isinstance(holder, type) else getattr(holder, attr)
@@ -345,4 +356,4 @@ def bind(rebind: Callable[[dict[int, Any]], list[tuple[Any, str, Any]]]) -> Call
 def active() -> dict[str, bool]:
     """Each drop-in's google-adk function name -> whether the installed
     google-adk has the code it reproduces (whether `install()` binds it)."""
-    return {drop_in.name: matches(drop_in) for drop_in in DROP_INS}
+    return {drop_in.name: _matches_here(drop_in) for drop_in in DROP_INS}
