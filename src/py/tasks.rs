@@ -18,7 +18,7 @@
 //! independently).
 
 use super::error::{finish, Extracted, Outcome};
-use super::extract::{model_dict, types, Model, CHUNK};
+use super::extract::{model_dict, types, CHUNK};
 use super::fields::Fields;
 use super::prefetch;
 use super::read::{get, optional_model, optional_str, truthy_str};
