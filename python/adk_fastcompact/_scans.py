@@ -105,19 +105,19 @@ def _context_events(original: Callable[..., Any], module: Any) -> Callable[..., 
         events = self.session.events
         if not (current_invocation or current_branch):
             return events
-        if current_branch and getattr(self.agent, "mode", None) == single_turn and self.node_path:
-            # A single-turn node's path test stays google-adk's.
-            return original(
-                self, current_invocation=current_invocation, current_branch=current_branch
+        kept = None
+        # A single-turn node's path test stays google-adk's.
+        if not (
+            current_branch and getattr(self.agent, "mode", None) == single_turn and self.node_path
+        ):
+            kept = _native.context_events(
+                events,
+                self.invocation_id,
+                self.branch,
+                bool(current_invocation),
+                bool(current_branch),
+                methods,
             )
-        kept = _native.context_events(
-            events,
-            self.invocation_id,
-            self.branch,
-            bool(current_invocation),
-            bool(current_branch),
-            methods,
-        )
         if kept is None:
             return original(
                 self, current_invocation=current_invocation, current_branch=current_branch

@@ -82,7 +82,7 @@ pub fn on_branch(branch: &str, own: &str) -> bool {
 /// in `branch_calls`: some ids, none of them among the calls.
 pub fn answers_elsewhere<'a>(
     response_ids: impl IntoIterator<Item = &'a str>,
-    branch_calls: &std::collections::HashSet<&str>,
+    branch_calls: &std::collections::HashSet<String>,
 ) -> bool {
     let mut any = false;
     for id in response_ids {
@@ -304,7 +304,7 @@ mod tests {
         assert!(branch_match(&BranchEvent::default(), None));
         assert!(on_branch("a.b", "a") && on_branch("a", "a") && !on_branch("ab", "a"));
         assert!(!on_branch("", ""));
-        let calls: std::collections::HashSet<&str> = ["c1"].into_iter().collect();
+        let calls: std::collections::HashSet<String> = ["c1".to_owned()].into_iter().collect();
         assert!(!answers_elsewhere(["c2", "c1"], &calls));
         assert!(answers_elsewhere(["c2"], &calls));
         assert!(!answers_elsewhere([], &calls));

@@ -288,48 +288,34 @@ fn call_ids<'py>(
         .cast_exact::<PyList>()
         .map_err(|_| Outcome::Decline("not a list"))?;
     let ids = PySet::empty(py)?;
-    let mut checked: Option<Bound<'py, PyType>> = None;
+    let mut checked = None;
+    let calls = intern!(py, "function_call");
     for event in events.iter() {
         let d = model_dict(&event, &t.event, "not an Event")?;
-        let ty = event.get_type();
-        if !checked.as_ref().is_some_and(|c| c.is(&ty)) {
-            if !ty.getattr(intern!(py, "get_function_calls"))?.is(method) {
-                return Err(Outcome::Decline("get_function_calls overridden"));
-            }
-            checked = Some(ty);
-        }
-        let content_value = get(&d, intern!(py, "content"), "content")?;
-        if !truthy(&content_value)? {
-            continue;
-        }
-        let content = model_dict(&content_value, &t.content, "content")?;
-        let Some(parts) = parts_of(Some(&content))? else {
-            continue;
-        };
-        for part in parts.iter() {
-            let p = model_dict(&part, &t.part, "part")?;
-            let call = get(&p, intern!(py, "function_call"), "call")?;
-            if !truthy(&call)? {
-                continue;
-            }
-            let c = model_dict(&call, &t.function_call, "call")?;
-            let id = get(&c, intern!(py, "id"), "call id")?;
+        own_class(
+            &event,
+            &[(intern!(py, "get_function_calls"), method)],
+            &mut checked,
+        )?;
+        part_ids(&d, calls, &t.function_call, &mut |id| {
             if truthy(&id)? {
                 ids.add(id)?;
             }
-        }
+            Ok(())
+        })?;
     }
     Ok(ids)
 }
 
-/// The ids (not `None`) of the function calls or responses in `event`'s
-/// parts (`get_function_calls` / `get_function_responses` as google-adk
-/// defines them), as `&str`s borrowed from `hold`.
+/// Hands `each` the id of every function call or response (`field`) in
+/// `event`'s parts whose id is not `None` (`get_function_calls` /
+/// `get_function_responses` as google-adk defines them); returns how many
+/// calls or responses there are, ids or not.
 fn part_ids<'py>(
     d: &Bound<'py, PyDict>,
     field: &Bound<'py, PyString>,
     model: &Model,
-    hold: &mut Vec<Bound<'py, PyAny>>,
+    each: &mut dyn FnMut(Bound<'py, PyAny>) -> Extracted<()>,
 ) -> Extracted<usize> {
     let py = d.py();
     let t = types(py)?;
@@ -352,34 +338,35 @@ fn part_ids<'py>(
         let v = model_dict(&value, model, "call")?;
         let id = get(&v, intern!(py, "id"), "call id")?;
         if !id.is_none() {
-            if !id.is_exact_instance_of::<PyString>() {
-                return Err(Outcome::Decline("call id"));
-            }
-            hold.push(id);
+            each(id)?;
         }
     }
     Ok(found)
 }
 
-/// Checks that `event`'s class answers `get_function_calls` and
-/// `get_function_responses` with google-adk's own methods (`methods`),
-/// remembering the last class that did.
-fn own_methods<'py>(
+/// The text of an id compared as a `str`; anything else declines.
+fn id_text(id: &Bound<'_, PyAny>) -> Extracted<String> {
+    Ok(optional_str(id, "call id")?
+        .ok_or(Outcome::Decline("call id"))?
+        .to_owned())
+}
+
+/// Checks that `event`'s class answers each named method with google-adk's
+/// own (`methods`: name, google-adk's function), remembering the last class
+/// that did.
+fn own_class<'py>(
     event: &Bound<'py, PyAny>,
-    methods: (&Bound<'py, PyAny>, &Bound<'py, PyAny>),
+    methods: &[(&Bound<'py, PyString>, &Bound<'py, PyAny>)],
     checked: &mut Option<Bound<'py, PyType>>,
 ) -> Extracted<()> {
     let ty = event.get_type();
     if checked.as_ref().is_some_and(|c| c.is(&ty)) {
         return Ok(());
     }
-    let py = event.py();
-    if !ty.getattr(intern!(py, "get_function_calls"))?.is(methods.0)
-        || !ty
-            .getattr(intern!(py, "get_function_responses"))?
-            .is(methods.1)
-    {
-        return Err(Outcome::Decline("get_function_calls overridden"));
+    for (name, method) in methods {
+        if !ty.getattr(*name)?.is(*method) {
+            return Err(Outcome::Decline("get_function_calls overridden"));
+        }
     }
     *checked = Some(ty);
     Ok(())
@@ -417,11 +404,14 @@ pub fn context_events<'py>(
         } else {
             None
         };
-        let methods = (&methods.0, &methods.1);
+        let methods = [
+            (intern!(py, "get_function_calls"), &methods.0),
+            (intern!(py, "get_function_responses"), &methods.1),
+        ];
         let mut checked = None;
-        // The calls issued on the branch or below it, gathered at the first
-        // user response that needs them (as google-adk gathers them).
-        let mut branch_calls: Option<Vec<Bound<'py, PyAny>>> = None;
+        // The calls issued on the branch or below it, gathered once, at the
+        // first user response that needs them (as google-adk gathers them).
+        let mut branch_calls: Option<HashSet<String>> = None;
         let kept = PyList::empty(py);
         for event in events.iter() {
             let d = model_dict(&event, &t.event, "not an Event")?;
@@ -440,35 +430,27 @@ pub fn context_events<'py>(
                     answers_elsewhere: false,
                 };
                 if facts.by_user {
-                    own_methods(&event, methods, &mut checked)?;
+                    own_class(&event, &methods, &mut checked)?;
                     let mut ids = Vec::new();
                     let responses = part_ids(
                         &d,
                         intern!(py, "function_response"),
                         &t.function_response,
-                        &mut ids,
+                        &mut |id| {
+                            ids.push(id_text(&id)?);
+                            Ok(())
+                        },
                     )?;
-                    if responses > 0 && own.is_some_and(|own| !own.is_empty()) && !ids.is_empty() {
-                        let own = own.unwrap_or_default();
-                        if branch_calls.is_none() {
-                            branch_calls =
-                                Some(calls_on_branch(events, own, methods, &mut checked)?);
+                    if let Some(own) = own.filter(|own| !own.is_empty() && responses > 0) {
+                        if !ids.is_empty() {
+                            if branch_calls.is_none() {
+                                branch_calls =
+                                    Some(calls_on_branch(events, own, &methods, &mut checked)?);
+                            }
+                            let calls = branch_calls.as_ref().expect("gathered above");
+                            facts.answers_elsewhere =
+                                scans::answers_elsewhere(ids.iter().map(String::as_str), calls);
                         }
-                        let calls = branch_calls.as_deref().unwrap_or_default();
-                        let calls: HashSet<&str> = calls
-                            .iter()
-                            .filter_map(|c| c.cast::<PyString>().ok()?.to_str().ok())
-                            .collect();
-                        let ids = ids
-                            .iter()
-                            .map(|id| {
-                                Ok(id
-                                    .cast::<PyString>()
-                                    .map_err(|_| Outcome::Decline("call id"))?
-                                    .to_str()?)
-                            })
-                            .collect::<Extracted<Vec<&str>>>()?;
-                        facts.answers_elsewhere = scans::answers_elsewhere(ids, &calls);
                     }
                 }
                 if !scans::branch_match(&facts, own) {
@@ -487,12 +469,12 @@ pub fn context_events<'py>(
 fn calls_on_branch<'py>(
     events: &Bound<'py, PyList>,
     own: &str,
-    methods: (&Bound<'py, PyAny>, &Bound<'py, PyAny>),
+    methods: &[(&Bound<'py, PyString>, &Bound<'py, PyAny>)],
     checked: &mut Option<Bound<'py, PyType>>,
-) -> Extracted<Vec<Bound<'py, PyAny>>> {
+) -> Extracted<HashSet<String>> {
     let py = events.py();
     let t = types(py)?;
-    let mut ids = Vec::new();
+    let mut ids = HashSet::new();
     for event in events.iter() {
         let d = model_dict(&event, &t.event, "not an Event")?;
         let branch_value = get(&d, intern!(py, "branch"), "branch")?;
@@ -502,8 +484,16 @@ fn calls_on_branch<'py>(
         if !scans::on_branch(branch, own) {
             continue;
         }
-        own_methods(&event, methods, checked)?;
-        part_ids(&d, intern!(py, "function_call"), &t.function_call, &mut ids)?;
+        own_class(&event, methods, checked)?;
+        part_ids(
+            &d,
+            intern!(py, "function_call"),
+            &t.function_call,
+            &mut |id| {
+                ids.insert(id_text(&id)?);
+                Ok(())
+            },
+        )?;
     }
     Ok(ids)
 }
