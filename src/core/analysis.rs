@@ -7,7 +7,8 @@ use super::event::{EventView, Sym};
 use super::filter::{self, Item};
 use super::ranges::{self, CompactionRange};
 use super::rewind;
-use super::window::{self, SlidingWindow};
+use super::select::{self, settled, Complete, Rules};
+use super::window::SlidingWindow;
 
 /// What google-adk decides on one session.
 #[derive(Debug, Clone, PartialEq)]
@@ -39,15 +40,18 @@ pub fn analyze(events: &[EventView], ids: &[Sym], cfg: Option<SlidingWindow>) ->
             })
             .collect()
     });
+    // The window google-adk 2.13 would summarize, priced or not.
+    let rules = Rules {
+        priced: false,
+        ..Rules::LATEST
+    };
     let window = cfg.map(|cfg| {
-        let unscoped: Vec<usize> = live
-            .iter()
-            .copied()
-            .filter(|&i| events[i].scope.is_none())
-            .collect();
-        let candidates = window::sliding_window_candidates(events, &unscoped, cfg);
-        let keep = window::longest_self_contained_prefix(events, ids, &candidates, Some(&unscoped));
-        candidates[..keep].to_vec()
+        let plan = settled(select::sliding(
+            &mut Complete { views: events, ids },
+            cfg,
+            rules,
+        ));
+        plan.to_compact.iter().map(|&i| i as usize).collect()
     });
     Analysis {
         live,

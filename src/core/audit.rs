@@ -5,8 +5,7 @@
 //! stamped inside it; what the summary was actually handed is not stored,
 //! nor who made it (the compaction event's invocation id is a fresh one).
 //! The audit learns it by replaying google-adk's window selection (the
-//! parity engine: [`window::sliding_window`], [`window::token_threshold_selection`])
-//! over the copy of the session each plausible maker held ([`super::replay`]),
+//! parity engine, [`super::select`]) over the copy of the session each plausible maker held ([`super::replay`]),
 //! keeping the selections whose first and last timestamps are the
 //! compaction's interval (google-adk's summarizer writes exactly those).
 //! Where no maker's copy reproduces it, the store right before it and then
@@ -31,9 +30,10 @@ use super::event::{EventView, Sym};
 use super::exact::{Extent, Hole, Record};
 use super::filter::{self, Item};
 use super::recover::{self, Recovered};
-use super::replay::{loaded, readings_of, views_at};
+use super::replay::{loaded, readings_of, views_at, REPLAYED};
 pub use super::replay::{Order, Session, Settings, Trigger};
 use super::rewind;
+use super::select::{self, settled, Complete};
 use super::window;
 
 /// What a compaction's record is.
@@ -540,9 +540,14 @@ fn stall(
         .copied()
         .filter(|&i| views[i].scope.is_none())
         .collect();
+    let mut reader = Complete { views, ids };
     if let Some(cfg) = settings.sliding {
         let due = window::sliding_window_candidates(views, &unscoped, cfg);
-        if !due.is_empty() && window::sliding_window(views, ids, &unscoped, cfg).is_empty() {
+        if !due.is_empty()
+            && settled(select::sliding(&mut reader, cfg, REPLAYED))
+                .to_compact
+                .is_empty()
+        {
             let raw = due
                 .into_iter()
                 .filter(|&q| views[q].compaction.is_none())
@@ -553,7 +558,7 @@ fn stall(
     if let Some(retention) = settings.retention {
         let c = window::token_candidates(views, &unscoped);
         if c.candidates.len() > retention
-            && window::token_threshold_selection(views, ids, &unscoped, retention)
+            && settled(select::token(&mut reader, None, None, retention, REPLAYED))
                 .to_compact
                 .is_empty()
         {

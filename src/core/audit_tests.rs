@@ -223,17 +223,21 @@ fn a_rolling_token_summary_stands_for_its_seed_s_events() {
         retention: Some(1),
     };
     // google-adk's own selection decides the first compaction's bounds.
-    let views = events.to_vec();
-    let live: Vec<usize> = (0..views.len()).collect();
-    let first = window::token_threshold_selection(&views, &[], &live, 1);
-    let (a, b) = (first.to_compact[0], *first.to_compact.last().unwrap());
+    let select = |views: &[EventView]| {
+        let mut reader = Complete { views, ids: &[] };
+        settled(select::token(&mut reader, None, None, 1, REPLAYED))
+    };
+    let first = select(&events);
+    let (a, b) = (
+        first.to_compact[0] as usize,
+        *first.to_compact.last().unwrap() as usize,
+    );
     let mut session = events.to_vec();
     session.push(compaction(3.05, events[a].timestamp, events[b].timestamp));
     session.push(raw(4.0, 4));
-    let live: Vec<usize> = (0..session.len()).collect();
-    let second = window::token_threshold_selection(&session, &[], &live, 1);
+    let second = select(&session);
     assert_eq!(second.seed_from, Some(5));
-    let last = *second.to_compact.last().unwrap();
+    let last = *second.to_compact.last().unwrap() as usize;
     session.push(compaction(
         4.05,
         events[a].timestamp,

@@ -53,6 +53,50 @@ impl CompactionView {
     }
 }
 
+/// The fields of [`EventView`] an operation needs from each event (the
+/// binding reads only those; `ident` is always read).
+#[derive(Clone, Copy, Default)]
+pub struct Need {
+    /// `timestamp`.
+    pub timestamp: bool,
+    /// `actions.compaction`.
+    pub compaction: bool,
+    /// `actions.rewind_before_invocation_id`.
+    pub rewind: bool,
+    /// `invocation_id`.
+    pub invocation: bool,
+    /// Function call and response ids in `content.parts`, and the
+    /// timestamps of the events that hold a response (the only ones
+    /// call recovery compares).
+    pub parts: bool,
+    /// `isolation_scope`, with `actions` required not to be `None`
+    /// (google-adk reads `event.actions.compaction` unguarded in window
+    /// selection) and `invocation_id` required to be a `str` (it compares
+    /// them for equality, and `None != ""` there).
+    pub window: bool,
+    /// What the function-call pairing trim reads besides the parts: the
+    /// names of synthetic HITL calls, `long_running_tool_ids`, pending
+    /// confirmation and auth keys.
+    pub pairing: bool,
+    /// `usage_metadata.prompt_token_count` and `author`.
+    pub usage: bool,
+}
+
+impl Need {
+    /// No field beyond the id every read takes (`Need::default()`, usable
+    /// in constants).
+    pub const NONE: Need = Need {
+        timestamp: false,
+        compaction: false,
+        rewind: false,
+        invocation: false,
+        parts: false,
+        window: false,
+        pairing: false,
+        usage: false,
+    };
+}
+
 /// The fields of one `Event` that compaction decisions read. Fields an
 /// operation does not need are left at their defaults by the extractor.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]

@@ -9,11 +9,9 @@
 
 use super::event::{CompactionView, EventView, Span, Sym};
 use super::hash::{FastHasher, FastMap};
+use super::slot_table::Slot;
 use super::slot_table::SlotTable;
 use std::hash::Hasher;
-
-/// A position in the store.
-pub type Slot = u32;
 
 /// Groups of view fields, as bits: a slot records which groups were read
 /// from (or confirmed on) the object it is bound to, so that an object seen

@@ -18,6 +18,7 @@ pub mod replay;
 pub mod rewind;
 pub mod rows;
 pub mod scans;
+pub mod select;
 pub mod slot_table;
 pub mod stored;
 pub mod subsume;

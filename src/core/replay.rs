@@ -3,8 +3,8 @@
 //! google-adk stores a compaction as an interval, and neither what its
 //! summarizer was handed nor who made it (the compaction event's
 //! invocation id is a fresh one). The replay learns it by running
-//! google-adk's window selection (the parity engine:
-//! [`window::sliding_window`], [`window::token_threshold_selection`]) over
+//! google-adk's window selection (the parity engine, [`select`], under
+//! google-adk 2.13's rules) over
 //! the copy of the session each plausible maker held, loaded the way the
 //! store loads it, and keeping the selections whose first and last
 //! timestamps are the compaction's interval (google-adk's summarizer writes
@@ -12,8 +12,16 @@
 //! ([`super::audit`]) decides on what all readings agree.
 
 use super::event::{EventView, Sym};
-use super::rewind;
-use super::window::{self, SlidingWindow};
+use super::select::{self, settled, Complete, Rules};
+use super::window::SlidingWindow;
+
+/// google-adk 2.13's selections as the replay runs them: unpriced (a
+/// stored compaction was summarized, whatever `_is_range_worth_compacting`
+/// would say of it now).
+pub(super) const REPLAYED: Rules = Rules {
+    priced: false,
+    ..Rules::LATEST
+};
 
 /// How a store loads a session's events.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,44 +116,30 @@ fn replay_at(
     let mut at = loaded(events, &fetched, order, s.event_ids);
     at.extend_from_slice(&copy.own);
     let views = views_at(events, &at);
-    let live = rewind::apply_rewinds(&views);
-    let back = |v: &[usize]| -> Vec<usize> { v.iter().map(|&i| at[i]).collect() };
+    let back = |v: &[u32]| -> Vec<usize> { v.iter().map(|&i| at[i as usize]).collect() };
+    let mut reader = Complete { views: &views, ids };
     if let (Some(cfg), None) = (settings.sliding, scope) {
-        let unscoped: Vec<usize> = live
-            .iter()
-            .copied()
-            .filter(|&i| views[i].scope.is_none())
-            .collect();
-        let handed = window::sliding_window(&views, ids, &unscoped, cfg);
+        let handed = settled(select::sliding(&mut reader, cfg, REPLAYED)).to_compact;
         if let (Some(&first), Some(&last)) = (handed.first(), handed.last()) {
-            if (views[first].timestamp, views[last].timestamp) == bounds {
+            let (first, last) = (views[first as usize], views[last as usize]);
+            if (first.timestamp, last.timestamp) == bounds {
                 return Some((Trigger::SlidingWindow, back(&handed), None));
             }
         }
     }
     if let Some(retention) = settings.retention {
-        let scoped: Vec<usize> = live
-            .iter()
-            .copied()
-            .filter(|&i| views[i].scope == scope)
-            .collect();
-        let s = window::token_threshold_selection(&views, ids, &scoped, retention);
-        if let (Some(&first), Some(&last)) = (s.to_compact.first(), s.to_compact.last()) {
-            let start = match s.seed_from.and_then(|k| views[k].compaction) {
-                Some(c) if c.has_content && c.start.is_some() => c.start,
-                _ => Some(views[first].timestamp),
+        let plan = settled(select::token(&mut reader, scope, None, retention, REPLAYED));
+        let s = &plan.to_compact;
+        if let (Some(&first), Some(&last)) = (s.first(), s.last()) {
+            let (first, last) = (first as usize, last as usize);
+            // The seed is set only where its start and summary are.
+            let seed = plan.seed_from.map(|k| k as usize);
+            let start = match seed.and_then(|k| views[k].compaction) {
+                Some(c) => c.start,
+                None => Some(views[first].timestamp),
             };
-            let seed = s.seed_from.filter(|&k| {
-                views[k]
-                    .compaction
-                    .is_some_and(|c| c.has_content && c.start.is_some())
-            });
             if (start, Some(views[last].timestamp)) == (Some(bounds.0), Some(bounds.1)) {
-                return Some((
-                    Trigger::TokenThreshold,
-                    back(&s.to_compact),
-                    seed.map(|k| at[k]),
-                ));
+                return Some((Trigger::TokenThreshold, back(s), seed.map(|k| at[k])));
             }
         }
     }

@@ -13,7 +13,8 @@
 //! entry was inserted under for every slot in the table: callers remove an
 //! entry before changing its slot's address, and insert after.
 
-use super::index::Slot;
+/// A position in the index's store.
+pub type Slot = u32;
 
 const EMPTY: u32 = u32::MAX;
 

@@ -31,19 +31,6 @@ fn py_max(current: f64, candidate: f64) -> f64 {
     }
 }
 
-/// The events the sliding window would summarize, before the "worth
-/// compacting" check; empty when it does not trigger.
-pub fn sliding_window(
-    events: &[EventView],
-    ids: &[Sym],
-    live: &[usize],
-    cfg: SlidingWindow,
-) -> Vec<usize> {
-    let window = sliding_window_candidates(events, live, cfg);
-    let keep = longest_self_contained_prefix(events, ids, &window, Some(live));
-    window[..keep].to_vec()
-}
-
 /// The window before the pairing trim: every non-compaction event from the
 /// first event of the start invocation to the last of the end invocation.
 /// Reads no function-call data, so callers can extract that for the window
@@ -348,21 +335,7 @@ pub struct TokenSelection {
     pub seed_from: Option<usize>,
 }
 
-/// `_events_to_compact_for_token_threshold` over `live` (the scope's live
-/// events), without building the seed Event.
-pub fn token_threshold_selection(
-    events: &[EventView],
-    ids: &[Sym],
-    live: &[usize],
-    retention: usize,
-) -> TokenSelection {
-    let candidates = token_candidates(events, live);
-    let window = token_window(events, ids, &candidates, retention);
-    let keep = longest_self_contained_prefix(events, ids, window, Some(live));
-    finish_token_selection(events, &candidates, &window[..keep])
-}
-
-/// The first half of [`token_threshold_selection`]: the candidates (live
+/// The first half of the token threshold's window: the candidates (live
 /// non-compaction events after the latest surviving compaction's end) and
 /// that compaction. Reads no function-call data.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

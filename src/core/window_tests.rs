@@ -5,6 +5,7 @@
 
 use super::*;
 use crate::core::event::{CompactionView, Span};
+use crate::core::select::{self, settled, Complete, Rules};
 use proptest::prelude::*;
 use std::collections::HashSet;
 
@@ -148,9 +149,25 @@ fn sw(evs: &[Ev], interval: usize, overlap: usize) -> Vec<usize> {
     sw_live(evs, &all(evs), interval, overlap)
 }
 
+/// google-adk 2.13's selections (`core::select`) over the events at `live`
+/// alone, nothing else filtered: what the window functions' `live` means.
+const OVER_LIVE: Rules = Rules {
+    scoped: false,
+    priced: false,
+    own_counts: false,
+    rewinds: false,
+    ..Rules::LATEST
+};
+
 fn sw_live(evs: &[Ev], live: &[usize], interval: usize, overlap: usize) -> Vec<usize> {
-    let (views, ids) = build(evs);
-    sliding_window(&views, &ids, live, SlidingWindow { interval, overlap })
+    let (views, ids) = build(&pick(evs, live));
+    let mut reader = Complete {
+        views: &views,
+        ids: &ids,
+    };
+    let cfg = SlidingWindow { interval, overlap };
+    let plan = settled(select::sliding(&mut reader, cfg, OVER_LIVE));
+    plan.to_compact.iter().map(|&p| live[p as usize]).collect()
 }
 
 fn prefix(evs: &[Ev], window: &[usize], with_all: bool) -> usize {
@@ -177,8 +194,16 @@ fn split(evs: &[Ev], retention: usize) -> usize {
 }
 
 fn tok(evs: &[Ev], live: &[usize], retention: usize) -> TokenSelection {
-    let (views, ids) = build(evs);
-    token_threshold_selection(&views, &ids, live, retention)
+    let (views, ids) = build(&pick(evs, live));
+    let mut reader = Complete {
+        views: &views,
+        ids: &ids,
+    };
+    let plan = settled(select::token(&mut reader, None, None, retention, OVER_LIVE));
+    TokenSelection {
+        to_compact: plan.to_compact.iter().map(|&p| live[p as usize]).collect(),
+        seed_from: plan.seed_from.map(|p| live[p as usize]),
+    }
 }
 
 fn sel(to_compact: Vec<usize>, seed_from: Option<usize>) -> TokenSelection {
@@ -1295,8 +1320,7 @@ proptest! {
         interval in 1usize..5,
         overlap in 0usize..4,
     ) {
-        let (views, ids) = build(&evs);
-        let got = sliding_window(&views, &ids, &live, SlidingWindow { interval, overlap });
+        let got = sw_live(&evs, &live, interval, overlap);
         let want: Vec<usize> = py_sliding_window(&pick(&evs, &live), interval, overlap, true)
             .into_iter()
             .map(|p| live[p])
@@ -1306,8 +1330,7 @@ proptest! {
 
     #[test]
     fn prop_token_threshold_matches_python((evs, live) in arb_session(), retention in 0usize..10) {
-        let (views, ids) = build(&evs);
-        let got = token_threshold_selection(&views, &ids, &live, retention);
+        let got = tok(&evs, &live, retention);
         let (to_compact, seed) = py_events_to_compact_for_token_threshold(&pick(&evs, &live), retention);
         let want = TokenSelection {
             to_compact: to_compact.into_iter().map(|p| live[p]).collect(),

@@ -1,7 +1,8 @@
 //! Binding of `core::analysis`: many sessions at once.
 
-use super::extract::{Extractor, Need};
+use super::extract::Extractor;
 use crate::core::analysis::{self, Analysis};
+use crate::core::event::Need;
 use crate::core::filter::Item;
 use crate::core::window::SlidingWindow;
 use crate::core::{guarded, stored, EventView, Sym};

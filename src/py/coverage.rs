@@ -7,18 +7,22 @@
 //! interval; the Python side warns (`_exact`).
 
 use super::error::{finish, Extracted, Outcome};
-use super::extract::{Extractor, Need};
+use super::extract::Extractor;
 use super::filter::materialize;
+use super::index::Reading;
 use super::index::{
     count_exact_extended, encode_item, exact_again, exact_prefix, exact_prompt_again, load,
     ExactAnswer, ExactAsked, ForRecord, Loaded, SeedParts, WrittenOver,
 };
+use super::prefetch::holds_exactly;
+use super::read::text;
 use super::scratch::Views;
-use super::window::{holds_exactly, latest_count, live, text, LIGHT};
 use crate::core::coverage::{self, Coverage};
 use crate::core::event::EventView;
+use crate::core::event::Need;
 use crate::core::exact::{Extent, Hole, Key, Record, METADATA_KEY};
 use crate::core::filter::Item;
+use crate::core::select::{self, live, LIGHT};
 use crate::core::{guarded, Sym};
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -596,14 +600,12 @@ pub fn exact_token_threshold<'py>(
         };
         let (a, list) = answer(events, isolation_scope, asked, |r| {
             let agent = r.loaded.ex.interner.optional(agent_name, "agent_name")?;
-            let count = latest_count(
-                &mut r.loaded,
-                &r.objects,
-                &mut r.all,
-                &r.scoped,
-                agent,
-                true,
-            )?;
+            let mut reader = Reading {
+                loaded: &mut r.loaded,
+                objects: &r.objects,
+                views: &mut r.all,
+            };
+            let count = select::latest_count(&mut reader, &r.scoped, agent, true)?;
             if count.is_some_and(|c| c < token_threshold) {
                 // Observed below the threshold: nothing to select.
                 return Ok((Vec::new(), Vec::new(), count, f64::NEG_INFINITY));

@@ -2,13 +2,13 @@
 
 use super::error::{finish, Extracted, Outcome};
 use super::extract::Extractor;
-use super::extract::Need;
 use super::index::{filter_again, load, Loaded};
+use super::read::request_content;
+use super::select::Selected;
 use super::summary;
-use super::window::Selected;
+use crate::core::event::Need;
 use crate::core::filter::{self, Item, PresenceDiff};
 use crate::core::guarded;
-use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString};
 
@@ -155,19 +155,6 @@ pub fn materialize<'py>(
         });
     }
     Ok(PyList::new(py, out)?)
-}
-
-/// The request content an item of the filtered history carries: a raw
-/// event's `content`, a summary's `compacted_content`.
-pub fn request_content<'py>(event: &Bound<'py, PyAny>, item: Item) -> PyResult<Bound<'py, PyAny>> {
-    let py = event.py();
-    match item {
-        Item::Raw(_) => event.getattr(intern!(py, "content")),
-        Item::Summary(_) => event
-            .getattr(intern!(py, "actions"))?
-            .getattr(intern!(py, "compaction"))?
-            .getattr(intern!(py, "compacted_content")),
-    }
 }
 
 /// For `_prompt_chars_saved`: `(removed, added, materialized)`, the request

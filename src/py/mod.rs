@@ -20,18 +20,18 @@ mod rewind;
 mod rows;
 mod scans;
 mod scratch;
+mod select;
 mod size;
 mod summary;
 mod tasks;
 mod version_tag;
-mod window;
 
 use pyo3::prelude::*;
 
 /// Adds the module's functions and `__version__`.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
-    m.add_class::<window::Selected>()?;
+    m.add_class::<select::Selected>()?;
     m.add_class::<coverage::ExactSelection>()?;
     m.add_class::<scans::ContextFilter>()?;
     m.add_class::<tasks::TaskScope>()?;
@@ -67,7 +67,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         recover::recover_compacted_function_calls,
         m
     )?)?;
-    m.add_function(wrap_pyfunction!(window::sliding_window, m)?)?;
-    m.add_function(wrap_pyfunction!(window::token_threshold_selection, m)?)?;
+    m.add_function(wrap_pyfunction!(select::sliding_window, m)?)?;
+    m.add_function(wrap_pyfunction!(select::token_threshold_selection, m)?)?;
     Ok(())
 }

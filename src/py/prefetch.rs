@@ -122,6 +122,25 @@ unsafe fn referenced<'py>(
     out
 }
 
+/// Whether `list` holds exactly `objects`, in order, when a handle holds
+/// them (so an item at one's address is that object: compared without a
+/// reference taken per item).
+pub(crate) fn holds_exactly(list: &Bound<'_, PyList>, objects: &[Py<PyAny>]) -> bool {
+    if list.len() != objects.len() {
+        return false;
+    }
+    match item_addresses(list) {
+        Some(items) => items
+            .iter()
+            .zip(objects)
+            .all(|(&item, then)| item == then.as_ptr() as usize),
+        None => objects
+            .iter()
+            .enumerate()
+            .all(|(i, then)| list.get_item(i).is_ok_and(|now| now.is(then))),
+    }
+}
+
 /// The items of `list` where `wanted` says so, each a new reference (their
 /// loads started some wanted items ahead), and each position's place among
 /// them (`u32::MAX` where not wanted).

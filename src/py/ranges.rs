@@ -1,8 +1,9 @@
 //! Binding of `core::ranges`.
 
 use super::error::{finish, Extracted};
-use super::extract::{Extractor, Need};
+use super::extract::Extractor;
 use super::index::{load, ranges_again};
+use crate::core::event::Need;
 use crate::core::guarded;
 use crate::core::hash::FastMap;
 use crate::core::ranges;

@@ -1,10 +1,13 @@
-//! Reading single values of google-adk's and google-genai's models as the
+//! Reading single values of google-adk's and google-genai's models: as the
 //! drop-ins for google-adk's per-event scans compare them (`scans`,
-//! `tasks`): exact `str` or `None`, Python truthiness, model dicts; any
-//! other kind declines.
+//! `tasks`: exact `str` or `None`, Python truthiness, model dicts; any
+//! other kind declines), a `str` argument's text, and the request content
+//! an item of the filtered history carries.
 
 use super::error::{Extracted, Outcome};
 use super::extract::{model_dict, Model};
+use crate::core::filter::Item;
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyList, PyString};
 
@@ -70,5 +73,28 @@ pub fn optional_model<'py>(
         Ok(None)
     } else {
         model_dict(value, model, what).map(Some)
+    }
+}
+
+/// A `str` argument's text (`Some(None)` for `None`), or `None` for any
+/// other value.
+pub fn text(value: &Bound<'_, PyAny>) -> Option<Option<Box<str>>> {
+    if value.is_none() {
+        return Some(None);
+    }
+    let s = value.cast_exact::<PyString>().ok()?;
+    Some(Some(s.to_str().ok()?.into()))
+}
+
+/// The request content an item of the filtered history carries: a raw
+/// event's `content`, a summary's `compacted_content`.
+pub fn request_content<'py>(event: &Bound<'py, PyAny>, item: Item) -> PyResult<Bound<'py, PyAny>> {
+    let py = event.py();
+    match item {
+        Item::Raw(_) => event.getattr(intern!(py, "content")),
+        Item::Summary(_) => event
+            .getattr(intern!(py, "actions"))?
+            .getattr(intern!(py, "compaction"))?
+            .getattr(intern!(py, "compacted_content")),
     }
 }

@@ -1,8 +1,9 @@
 //! Binding of `core::recover`.
 
 use super::error::{finish, Extracted};
-use super::extract::{Extractor, Need};
+use super::extract::Extractor;
 use super::index::{load_source, recover_again, recover_same, SUMMARY_BIT};
+use crate::core::event::Need;
 use crate::core::guarded;
 use crate::core::hash::FastMap;
 use crate::core::recover::{self, Recovered};

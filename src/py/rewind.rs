@@ -2,8 +2,8 @@
 
 use super::error::{finish, Extracted, Outcome};
 use super::extract::Extractor;
-use super::extract::Need;
 use super::index::{load, rewinds_again};
+use crate::core::event::Need;
 use crate::core::guarded;
 use crate::core::rewind;
 use pyo3::prelude::*;

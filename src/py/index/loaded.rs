@@ -3,6 +3,7 @@
 //! the core.
 
 use super::*;
+use crate::core::select::Reader;
 
 /// A list's events as views, and the objects themselves. Returns the
 /// session's index to the registry when dropped.
@@ -786,4 +787,29 @@ fn views_of(
         };
     }
     views
+}
+
+/// The core's [`Reader`] over one call's objects and views: a field the
+/// decision asks for is taken from the index where the slot's object
+/// showed it, read from the object otherwise (see [`Loaded::complete`]).
+pub struct Reading<'a, 'py> {
+    pub loaded: &'a mut Loaded<'py>,
+    pub objects: &'a [Bound<'py, PyAny>],
+    pub views: &'a mut [EventView],
+}
+
+impl Reader for Reading<'_, '_> {
+    type Error = Outcome;
+
+    fn views(&self) -> &[EventView] {
+        self.views
+    }
+
+    fn ids(&self) -> &[Sym] {
+        &self.loaded.ex.ids
+    }
+
+    fn complete(&mut self, at: &[usize], need: Need) -> Extracted<()> {
+        self.loaded.complete(self.objects, self.views, at, need)
+    }
 }
