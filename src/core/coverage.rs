@@ -5,11 +5,14 @@
 //! The record format, the coverage check of one compaction and the hole
 //! computation live in [`super::exact`]; this module composes them.
 
-use super::event::{EventView, Sym};
-use super::exact::{micros, Extent, Hole};
+use super::error::{guarded, CoreError};
+use super::event::{EventView, Need, Sym};
+use super::exact::{micros, Extent, Hole, Key, Parsed, Record, RecordError};
 use super::filter::Item;
 use super::hash::{FastMap, FastSet};
+use super::select::{live, Reader, LIGHT};
 use super::subsume::survivors;
+use std::sync::Arc;
 
 /// What a session's compactions cover, read in exact mode.
 #[derive(Debug, Clone)]
@@ -472,308 +475,259 @@ pub fn write(
     Some(Written { start, end, holes })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::core::event::Span;
-    use crate::core::exact::holes;
+/// Records a call did not use: `(position of the compaction event, why)`.
+pub type Problems = Vec<(usize, String)>;
 
-    /// Views plus the id arena their spans index.
-    #[derive(Default)]
-    struct Session {
-        events: Vec<EventView>,
-        ids: Vec<Sym>,
-    }
+/// What an exact-mode call asks of the session besides the views.
+pub trait Records: Reader {
+    /// The record of the compaction event at list position `at`, whose
+    /// `EventCompaction` bounds are `bounds`.
+    fn record(&mut self, at: usize, bounds: (f64, f64)) -> Result<Arc<Parsed>, Self::Error>;
+    /// The symbol of a non-empty invocation id a record names.
+    fn invocation(&mut self, id: &str) -> Result<Sym, Self::Error>;
+}
 
-    impl Session {
-        fn span(&mut self, syms: &[Sym]) -> Span {
-            let start = self.ids.len() as u32;
-            self.ids.extend_from_slice(syms);
-            Span {
-                start,
-                len: syms.len() as u32,
+/// What exact mode's prompt reads of every event (the invocation ids a
+/// hole names are read only where a record has one, see [`extents`]).
+pub const PROMPT: Need = Need {
+    timestamp: true,
+    compaction: true,
+    ..Need::NONE
+};
+
+/// What an exact-mode selection reads of every event: what parity's reads
+/// (rewinds, scope, coverage bounds, invocations) ...
+pub const SELECT: Need = LIGHT;
+
+/// ... and of the events no compaction covers (the candidates): the
+/// function-call links that keep call groups whole.
+const CALLS: Need = Need {
+    parts: true,
+    pairing: true,
+    ..SELECT
+};
+
+/// The extents of the compaction events among the views at `at` (list
+/// positions; an extent's `at` is its place in `at`): each one's record,
+/// or its interval where it has none or one that is not used (reported).
+/// A hole names an event by invocation: where a record has one and
+/// `invocations` were not read, every view's is asked for.
+pub fn extents<R: Records>(
+    reader: &mut R,
+    at: &[usize],
+    invocations: bool,
+) -> Result<(Vec<Extent>, Problems), R::Error> {
+    let mut extents = Vec::new();
+    let mut problems = Problems::new();
+    for (k, &i) in at.iter().enumerate() {
+        let Some((start, end)) = reader.views()[i].compaction.and_then(|c| c.bounds()) else {
+            continue;
+        };
+        let parsed = reader.record(i, (start, end))?;
+        let extent = match &*parsed {
+            Some(Ok(r)) => {
+                let mut holes = Vec::with_capacity(r.holes.len());
+                for key in &r.holes {
+                    let invocation = match key.invocation.is_empty() {
+                        // The views intern only non-empty ids.
+                        true => None,
+                        false => Some(reader.invocation(&key.invocation)?),
+                    };
+                    holes.push(Hole {
+                        micros: key.micros,
+                        invocation,
+                    });
+                }
+                Extent::new(k, r.start, r.end, holes)
             }
-        }
-
-        fn raw(&mut self, t: f64, inv: u32) -> usize {
-            self.events.push(EventView {
-                timestamp: t,
-                invocation: Some(inv),
-                ..Default::default()
-            });
-            self.events.len() - 1
-        }
-
-        fn call(&mut self, t: f64, inv: u32, id: Sym) -> usize {
-            let calls = self.span(&[id]);
-            let pos = self.raw(t, inv);
-            self.events[pos].calls = calls;
-            pos
-        }
-
-        fn response(&mut self, t: f64, inv: u32, id: Sym) -> usize {
-            let responses = self.span(&[id]);
-            let pos = self.raw(t, inv);
-            self.events[pos].responses = responses;
-            self.events[pos].has_responses = true;
-            pos
-        }
-
-        fn compaction(&mut self, t: f64, start: f64, end: f64) -> usize {
-            self.events.push(EventView::compacting(t, start, end));
-            self.events.len() - 1
-        }
-
-        fn cover(&self, extents: Vec<Extent>) -> Coverage {
-            Coverage::new(&self.events, extents)
-        }
-    }
-
-    #[test]
-    fn a_pending_call_is_stepped_past_and_its_group_kept_whole() {
-        let mut s = Session::default();
-        s.raw(1.0, 1);
-        let pending = s.call(2.0, 1, 100);
-        s.raw(3.0, 1);
-        // Parallel calls: one answered, one not; the answered sibling's
-        // response shares no id with the pending one, so only the pending
-        // call is held.
-        let answered = s.call(4.0, 2, 101);
-        let response = s.response(5.0, 2, 101);
-        s.raw(6.0, 2);
-        let cov = s.cover(Vec::new());
-        let window = sliding(&s.events, &s.ids, &cov, 2, 0).unwrap();
-        assert!(!window.contains(&pending));
-        assert!(window.contains(&answered) && window.contains(&response));
-        assert_eq!(window.len(), 5);
-    }
-
-    #[test]
-    fn a_response_whose_call_stays_raw_is_not_summarized() {
-        let mut s = Session::default();
-        s.raw(1.0, 1);
-        let call = s.call(2.0, 1, 7);
-        let response = s.response(3.0, 1, 7);
-        s.raw(4.0, 1);
-        let cov = s.cover(Vec::new());
-        // Retaining the last two keeps the response; its call stays too.
-        let plan = token(&s.events, &s.ids, &cov, 2, f64::INFINITY).unwrap();
-        assert_eq!(plan.window, vec![0]);
-        assert!(!plan.window.contains(&call) && !plan.window.contains(&response));
-    }
-
-    #[test]
-    fn an_event_tied_with_a_hole_stays_raw_with_its_call() {
-        // One tool round, the reply stamped in the microsecond of the tool
-        // response, tail retention keeping the reply: its hole's key names
-        // the response too, so the response (and its call) stay raw.
-        let mut s = Session::default();
-        s.raw(0.5, 1);
-        s.call(0.75, 1, 7);
-        s.response(1.0, 1, 7);
-        s.raw(1.0, 1);
-        let cov = s.cover(Vec::new());
-        let plan = token(&s.events, &s.ids, &cov, 1, f64::INFINITY).unwrap();
-        assert_eq!(plan.window, vec![0]);
-        // The same tie without a call: the tied event alone stays raw.
-        let mut s = Session::default();
-        s.raw(0.5, 1);
-        s.raw(1.0, 1);
-        s.raw(1.0, 1);
-        let cov = s.cover(Vec::new());
-        assert_eq!(
-            token(&s.events, &s.ids, &cov, 1, f64::INFINITY)
-                .unwrap()
-                .window,
-            vec![0]
-        );
-        // Tied in time but of another invocation: no key names it.
-        let mut s = Session::default();
-        s.raw(0.5, 1);
-        s.raw(1.0, 1);
-        s.raw(1.0, 2);
-        let cov = s.cover(Vec::new());
-        assert_eq!(
-            token(&s.events, &s.ids, &cov, 1, f64::INFINITY)
-                .unwrap()
-                .window,
-            vec![0, 1]
-        );
-    }
-
-    #[test]
-    fn a_sliding_window_keeps_raw_what_a_later_tied_hole_would_name() {
-        // A pending call stays raw inside the window's interval; the event
-        // of its invocation tied with it would read as excluded.
-        let mut s = Session::default();
-        s.raw(1.0, 1);
-        let pending = s.call(2.0, 1, 9);
-        let tied = s.raw(2.0, 1);
-        s.raw(3.0, 1);
-        let cov = s.cover(Vec::new());
-        let handed = sliding(&s.events, &s.ids, &cov, 1, 0).unwrap();
-        assert!(!handed.contains(&pending) && !handed.contains(&tied));
-        assert_eq!(handed, vec![0, 3]);
-    }
-
-    #[test]
-    fn a_hole_naming_a_seeded_event_leaves_the_seed_beside_the_summary() {
-        // The documented residual: e3 stored after the seed, stamped in the
-        // microsecond and invocation of e1 which the seed covers, retained
-        // raw: its hole names e1 too. Nothing is lost; the seed survives.
-        let mut s = Session::default();
-        s.raw(1.0, 1);
-        s.raw(2.0, 1);
-        let seed = s.compaction(2.5, 1.0, 2.0);
-        s.raw(5.0, 2);
-        let tied = s.raw(2.0, 1);
-        let cov = s.cover(vec![Extent::new(seed, 1.0, 2.0, Vec::new())]);
-        let plan = token(&s.events, &s.ids, &cov, 1, f64::INFINITY).unwrap();
-        assert_eq!(
-            (plan.window.clone(), plan.seeds.clone()),
-            (vec![3], vec![seed])
-        );
-        let w = write(&s.events, &cov, &plan.window, &plan.seeds).unwrap();
-        assert_eq!(w.holes, vec![tied]);
-        let at = s.compaction(6.0, w.start, w.end);
-        let hole = Hole {
-            micros: 2_000_000,
-            invocation: Some(1),
-        };
-        let cov = s.cover(vec![
-            Extent::new(seed, 1.0, 2.0, Vec::new()),
-            Extent::new(at, w.start, w.end, vec![hole]),
-        ]);
-        assert_eq!(
-            prompt(&s.events, &cov),
-            vec![Item::Summary(seed), Item::Raw(tied), Item::Summary(at)]
-        );
-    }
-
-    #[test]
-    fn holes_read_off_the_survivors_are_the_seeds_holes() {
-        let mut s = Session::default();
-        for k in 0..8 {
-            s.raw(f64::from(k), 1 + k as u32 % 2);
-        }
-        let hole = Hole {
-            micros: 3_000_000,
-            invocation: Some(2),
-        };
-        let a = s.compaction(8.5, 0.0, 4.0);
-        s.raw(2.0, 1); // stored after `a`, inside it: not covered
-        let b = s.compaction(9.5, 5.0, 6.0);
-        s.raw(9.7, 1);
-        let cov = s.cover(vec![
-            Extent::new(a, 0.0, 4.0, vec![hole]),
-            Extent::new(b, 5.0, 6.0, Vec::new()),
-        ]);
-        let seeds = cov.surviving_events();
-        assert_eq!(seeds, vec![a, b]);
-        let handed = [7, 11];
-        let mut mask = vec![false; s.events.len()];
-        for &p in handed.iter().chain(&seeds) {
-            mask[p] = true;
-        }
-        let slow = holes(&s.events, &cov.extents, 0.0, 9.7, &mask);
-        assert_eq!(slow, vec![3, 9]);
-        assert_eq!(holes_of(&s.events, &cov, 0.0, 9.7, &handed, &seeds), slow);
-    }
-
-    #[test]
-    fn covered_events_are_not_offered_again_and_retained_ones_are() {
-        let mut s = Session::default();
-        for k in 0..6 {
-            s.raw(f64::from(k), 1);
-        }
-        // A tail-retention summary of 0..=3 left 4 and 5 raw.
-        let at = s.compaction(6.5, 0.0, 3.0);
-        s.raw(7.0, 2);
-        let cov = s.cover(vec![Extent::new(at, 0.0, 3.0, Vec::new())]);
-        let plan = token(&s.events, &s.ids, &cov, 1, f64::INFINITY).unwrap();
-        assert_eq!(plan.window, vec![4, 5]);
-        assert_eq!(plan.seeds, vec![at]);
-        // The rolled record stands for the seed's events: no holes.
-        let mut handed = vec![false; s.events.len()];
-        for &p in plan.window.iter().chain(&plan.seeds) {
-            handed[p] = true;
-        }
-        assert!(holes(&s.events, &cov.extents, 0.0, 5.0, &handed).is_empty());
-    }
-
-    #[test]
-    fn pending_invocations_do_not_hold_the_sliding_trigger() {
-        let mut s = Session::default();
-        s.call(1.0, 1, 9);
-        s.raw(2.0, 2);
-        let cov = s.cover(Vec::new());
-        // Only invocation 2 can be summarized: one invocation, interval 2.
-        assert_eq!(sliding(&s.events, &s.ids, &cov, 2, 0), None);
-        assert_eq!(sliding(&s.events, &s.ids, &cov, 1, 0), Some(vec![1]));
-    }
-
-    #[test]
-    fn the_prompt_leaves_out_exactly_what_survivors_cover() {
-        let mut s = Session::default();
-        s.raw(1.0, 1);
-        s.raw(2.0, 2); // a hole of the compaction below
-        s.raw(3.0, 1);
-        let at = s.compaction(4.0, 1.0, 3.0);
-        s.raw(2.5, 3); // stored after it: not covered
-        let hole = Hole {
-            micros: 2_000_000,
-            invocation: Some(2),
-        };
-        let cov = s.cover(vec![Extent::new(at, 1.0, 3.0, vec![hole])]);
-        assert_eq!(
-            prompt(&s.events, &cov),
-            vec![Item::Raw(1), Item::Raw(4), Item::Summary(at)]
-        );
-    }
-
-    #[test]
-    fn tail_retention_keeps_raw_what_a_later_event_may_be_stamped_before() {
-        // An invocation under way (a sibling branch's reply not yet stored)
-        // may store an event stamped from 3.0 on; a store that loads by
-        // timestamp would put it before the compaction: the window stops
-        // before the first candidate stamped from then on.
-        let mut s = Session::default();
-        for (t, inv) in [(1.0, 1), (2.0, 1), (3.0, 2), (4.0, 2), (2.5, 2)] {
-            s.raw(t, inv);
-        }
-        let cov = s.cover(Vec::new());
-        let all = token(&s.events, &s.ids, &cov, 0, f64::INFINITY).unwrap();
-        assert_eq!(all.window, vec![0, 1, 2, 3, 4]);
-        let floored = token(&s.events, &s.ids, &cov, 0, 3.0).unwrap();
-        assert_eq!(floored.window, vec![0, 1]);
-        let w = write(&s.events, &cov, &floored.window, &floored.seeds).unwrap();
-        assert!(w.end < 3.0);
-        // Retention still applies below the floor.
-        assert_eq!(
-            token(&s.events, &s.ids, &cov, 4, 3.0).unwrap().window,
-            vec![0]
-        );
-        assert_eq!(token(&s.events, &s.ids, &cov, 0, 1.0), None);
-    }
-
-    #[test]
-    fn several_summaries_roll_into_one() {
-        let mut s = Session::default();
-        s.raw(1.0, 1);
-        let a = s.compaction(1.5, 1.0, 1.0);
-        s.raw(2.0, 2);
-        let b = s.compaction(2.5, 2.0, 2.0);
-        let cov = s.cover(vec![
-            Extent::new(a, 1.0, 1.0, Vec::new()),
-            Extent::new(b, 2.0, 2.0, Vec::new()),
-        ]);
-        let plan = token(&s.events, &s.ids, &cov, 0, f64::INFINITY).unwrap();
-        assert_eq!(
-            plan,
-            TokenPlan {
-                window: vec![],
-                seeds: vec![a, b]
+            // Without a record: the interval, as google-adk reads it, minus
+            // the events stored after the compaction (exact mode's rule).
+            Some(Err(why)) => {
+                problems.push((k, why.clone()));
+                Extent::new(k, start, end, Vec::new())
             }
-        );
+            None => Extent::new(k, start, end, Vec::new()),
+        };
+        extents.push(extent);
+    }
+    if !invocations && extents.iter().any(|x| !x.holes.is_empty()) {
+        reader.complete(
+            at,
+            Need {
+                invocation: true,
+                ..Need::NONE
+            },
+        )?;
+    }
+    Ok((extents, problems))
+}
+
+/// What the compactions of the whole list cover, for exact mode's prompt
+/// (`need` what the views were read with).
+pub fn session<R: Records>(reader: &mut R, need: Need) -> Result<(Coverage, Problems), R::Error> {
+    let all: Vec<usize> = (0..reader.views().len()).collect();
+    let (extents, problems) = extents(reader, &all, need.invocation)?;
+    let views = reader.views();
+    let coverage = reader.detached(|| guarded(|| Ok(Coverage::new(views, extents))))?;
+    Ok((coverage, problems))
+}
+
+/// The last sort key of exact mode's prompt `items` over `events`: -inf
+/// when it is empty (the prompt of a list extended by raw events stamped
+/// in order from there on is the same prompt followed by them).
+pub fn last_key(events: &[EventView], cov: &Coverage, items: &[Item]) -> f64 {
+    match items.last() {
+        None => f64::NEG_INFINITY,
+        Some(&Item::Raw(p)) => events[p].timestamp,
+        Some(&Item::Summary(at)) => cov.extent_at(at).map_or(f64::NAN, |x| x.end),
     }
 }
+
+/// The events an exact-mode selection in `scope` reads: the positions of
+/// the rewound events (rewinds applied, as google-adk selects from them)
+/// and of those in scope.
+pub fn in_scope(views: &[EventView], scope: Option<Sym>) -> (Vec<usize>, Vec<usize>) {
+    let rewound = live(views, |_| true);
+    let scoped = rewound
+        .iter()
+        .copied()
+        .filter(|&i| views[i].scope == scope)
+        .collect();
+    (rewound, scoped)
+}
+
+/// A coverage remembered for a prefix of the list: its length, the
+/// coverage and the records it did not use.
+pub type Prior = (usize, Arc<Coverage>, Problems);
+
+/// What the compactions of the events in scope cover.
+#[derive(Debug)]
+pub struct Covered {
+    /// The views of the events in scope (positions from here on are in the
+    /// scoped list), with the function-call links of the candidates.
+    pub views: Vec<EventView>,
+    pub coverage: Coverage,
+    pub problems: Problems,
+    /// Whether it is `prior`'s coverage extended.
+    pub extended: bool,
+}
+
+/// What the compactions of the events at `scoped` (of `rewound` live ones)
+/// cover: `prior`'s coverage extended where the list is whole (no rewind,
+/// every event in scope) and adds only raw events (stored after every
+/// compaction, none is covered), else worked out from their records; then
+/// the function-call links of the events no compaction covers (the
+/// candidates) are read.
+pub fn cover<R: Records>(
+    reader: &mut R,
+    rewound: usize,
+    scoped: &[usize],
+    prior: Option<Prior>,
+) -> Result<Covered, R::Error> {
+    let all = reader.views();
+    let n = all.len();
+    let whole = rewound == n && scoped.len() == n;
+    let extended = prior.and_then(|(known, prior, problems)| {
+        let raw = all.get(known..)?.iter().all(|v| v.compaction.is_none());
+        (whole && raw && prior.hidden.len() == known).then(|| {
+            let mut coverage = Coverage::clone(&prior);
+            coverage.hidden.resize(n, false);
+            (coverage, problems)
+        })
+    });
+    let is_extended = extended.is_some();
+    let (coverage, problems) = match extended {
+        Some(found) => found,
+        None => {
+            let (extents, problems) = extents(reader, scoped, true)?;
+            let all = reader.views();
+            let views: Vec<EventView> = scoped.iter().map(|&i| all[i]).collect();
+            let coverage = reader.detached(|| guarded(|| Ok(Coverage::new(&views, extents))))?;
+            (coverage, problems)
+        }
+    };
+    let all = reader.views();
+    let candidates: Vec<usize> = scoped
+        .iter()
+        .enumerate()
+        .filter(|&(k, &i)| all[i].compaction.is_none() && !coverage.hidden[k])
+        .map(|(_, &i)| i)
+        .collect();
+    reader.complete(&candidates, CALLS)?;
+    let all = reader.views();
+    let views = scoped.iter().map(|&i| all[i]).collect();
+    Ok(Covered {
+        views,
+        coverage,
+        problems,
+        extended: is_extended,
+    })
+}
+
+/// Exact mode's sliding-window answer over the covered scope: the
+/// positions to hand the summarizer (none when it should not run), which
+/// of them a compaction already covers, and the earliest timestamp the
+/// compaction can reach.
+pub fn sliding_answer(
+    c: &Covered,
+    ids: &[Sym],
+    interval: i64,
+    overlap: i64,
+) -> Result<(Vec<usize>, Vec<bool>, f64), CoreError> {
+    let (views, cov) = (&c.views, &c.coverage);
+    let handed = guarded(|| Ok(sliding(views, ids, cov, interval, overlap).unwrap_or_default()))?;
+    let covered = handed.iter().map(|&p| cov.hidden[p]).collect();
+    let since = earliest(views, cov, &handed, &[]);
+    Ok((handed, covered, since))
+}
+
+/// Exact mode's tail-retention answer over the covered scope: the raw
+/// events to summarize and the summaries seeding it (see [`token`]), and
+/// the earliest timestamp the compaction can reach.
+pub fn token_answer(
+    c: &Covered,
+    ids: &[Sym],
+    retention: usize,
+    floor: f64,
+) -> Result<(Vec<usize>, Vec<usize>, f64), CoreError> {
+    let (views, cov) = (&c.views, &c.coverage);
+    let plan = guarded(|| Ok(token(views, ids, cov, retention, floor)))?;
+    let (window, seeds) = plan.map(|p| (p.window, p.seeds)).unwrap_or_default();
+    let since = earliest(views, cov, &window, &seeds);
+    Ok((window, seeds, since))
+}
+
+/// The record to store with a compaction written over `w`, and the bounds
+/// for its `EventCompaction`: the holes keyed by their invocations
+/// (`holes`, in `w.holes`' order) and timestamps, plus the events of the
+/// store that `events` lacks (`foreign`) inside the interval; the plain
+/// bounds of [`Written::plain`], or inverted bounds that cover nothing
+/// where none are safe for a plain reader (google-adk tests
+/// `start <= end`, and the summary still reaches the prompt).
+pub fn stored_record(
+    events: &[EventView],
+    w: &Written,
+    holes: &[String],
+    foreign: &[(String, f64)],
+    ceiling: f64,
+) -> Result<(Record, f64, f64), RecordError> {
+    let mut keys: Vec<Key> = Vec::with_capacity(w.holes.len() + foreign.len());
+    for (&p, invocation) in w.holes.iter().zip(holes) {
+        keys.extend(Key::of(invocation, events[p].timestamp));
+    }
+    for (invocation, t) in foreign {
+        if w.start <= *t && *t <= w.end {
+            keys.extend(Key::of(invocation, *t));
+        }
+    }
+    let foreign_ts: Vec<f64> = foreign.iter().map(|(_, t)| *t).collect();
+    let (plain_start, plain_end) = w
+        .plain(events, &foreign_ts, ceiling)
+        .unwrap_or((w.end, w.start - 1.0));
+    let record = Record::new(w.start, w.end, keys, (plain_start, plain_end))?;
+    Ok((record, plain_start, plain_end))
+}
+
+#[cfg(test)]
+#[path = "coverage_tests.rs"]
+mod tests;

@@ -103,6 +103,10 @@ pub struct Record {
     pub holes: Vec<Key>,
 }
 
+/// A compaction event's record as read: `None` when it has none,
+/// `Some(Err(why))` when it has one that is not used.
+pub type Parsed = Option<Result<Record, String>>;
+
 /// Why a record is not used (its compaction is then read as its interval,
 /// as google-adk reads it).
 #[derive(Debug, Clone, PartialEq, Eq)]

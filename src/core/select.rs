@@ -90,6 +90,11 @@ pub trait Reader {
     fn ids(&self) -> &[Sym];
     /// Completes the views at `at` with the fields of `need`.
     fn complete(&mut self, at: &[usize], need: Need) -> Result<(), Self::Error>;
+    /// Runs `work`, pure Rust that asks the reader nothing (the binding
+    /// releases the interpreter around it).
+    fn detached<T: Send>(&self, work: impl FnOnce() -> T + Send) -> T {
+        work()
+    }
 }
 
 /// Views that hold every field already (the audit's, the analysis').

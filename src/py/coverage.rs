@@ -17,40 +17,15 @@ use super::index::{
 use super::prefetch::holds_exactly;
 use super::read::text;
 use super::scratch::Views;
-use crate::core::coverage::{self, Coverage};
-use crate::core::event::EventView;
-use crate::core::event::Need;
-use crate::core::exact::{Extent, Hole, Key, Record, METADATA_KEY};
-use crate::core::filter::Item;
-use crate::core::select::{self, live, LIGHT};
+use crate::core::coverage::{self, Coverage, Covered, Prior, Problems, Records};
+use crate::core::event::{EventView, Need};
+use crate::core::exact::{Parsed, Record, METADATA_KEY};
+use crate::core::select;
 use crate::core::{guarded, Sym};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
 use std::sync::Arc;
-
-/// What exact mode's prompt reads of every event: what parity's reads
-/// (the invocation ids a hole names are read only where a record has one).
-const PROMPT: Need = Need {
-    timestamp: true,
-    compaction: true,
-    ..Need::NONE
-};
-
-/// What exact mode's window selection reads of every event: what parity's
-/// reads (rewinds, scope, coverage bounds, invocations) ...
-const SELECT: Need = LIGHT;
-
-/// ... and of the events no compaction covers (the candidates): the
-/// function-call links that keep call groups whole.
-const CALLS: Need = Need {
-    parts: true,
-    pairing: true,
-    ..SELECT
-};
-
-/// Unused records: `(index of the compaction event, why)`.
-type Problems = Vec<(usize, String)>;
 
 /// A session read for exact mode.
 struct Read<'py> {
@@ -67,30 +42,23 @@ impl<'py> Read<'py> {
 }
 
 /// Reads `events` through the session's index (as parity mode does: a
-/// session seen before is answered from what its objects showed), then the
-/// coverage record of every compaction event.
+/// session seen before is answered from what its objects showed), then what
+/// their compactions cover (see [`coverage::session`]).
 fn read<'py>(events: &Bound<'py, PyAny>, need: Need) -> Extracted<Read<'py>> {
-    let py = events.py();
     let mut loaded = load(events, need)?;
     let mut views = std::mem::take(&mut loaded.views);
     // `load` reads the whole list: its objects are the positions'.
     let objects = std::mem::take(&mut loaded.objects);
-    let found = extents(&mut loaded, &objects, &views, |pos| pos);
+    let found = coverage::session(
+        &mut Reading {
+            loaded: &mut loaded,
+            objects: &objects,
+            views: &mut views,
+        },
+        need,
+    );
     loaded.objects = objects;
-    let (extents, problems) = found?;
-    if !need.invocation && extents.iter().any(|x| !x.holes.is_empty()) {
-        // A hole names an event by invocation: every event's is needed.
-        let all: Vec<usize> = (0..views.len()).collect();
-        let objects = std::mem::take(&mut loaded.objects);
-        let need = Need {
-            invocation: true,
-            ..need
-        };
-        let done = loaded.complete(&objects, &mut views, &all, need);
-        loaded.objects = objects;
-        done?;
-    }
-    let coverage = py.detach(|| guarded(|| Ok(Coverage::new(&views, extents))))?;
+    let (coverage, problems) = found?;
     Ok(Read {
         loaded,
         views,
@@ -99,60 +67,20 @@ fn read<'py>(events: &Bound<'py, PyAny>, need: Need) -> Extracted<Read<'py>> {
     })
 }
 
-/// The extents of the compaction events of `views` (`at(pos)` the
-/// position in `loaded`'s list of the event at `pos`, `objects` that list's
-/// objects): each one's record, or its interval where it has none or one
-/// that is not used (reported as `(pos, why)`).
-fn extents<'py>(
-    loaded: &mut Loaded<'py>,
-    objects: &[Bound<'py, PyAny>],
-    views: &[EventView],
-    at: impl Fn(usize) -> usize,
-) -> Extracted<(Vec<Extent>, Problems)> {
-    let mut extents = Vec::new();
-    let mut problems = Problems::new();
-    for (pos, view) in views.iter().enumerate() {
-        let Some((start, end)) = view.compaction.and_then(|c| c.bounds()) else {
-            continue;
-        };
-        let i = at(pos);
-        let object = objects.get(i).ok_or(Outcome::Decline("internal error"))?;
-        let parsed = loaded.record_at(i, object, |e| record_of(e, (start, end)))?;
-        let record = match &*parsed {
-            Some(Ok(record)) => Some(record),
-            Some(Err(why)) => {
-                problems.push((pos, why.clone()));
-                None
-            }
-            None => None,
-        };
-        let extent = match record {
-            Some(r) => {
-                let mut holes = Vec::with_capacity(r.holes.len());
-                for key in &r.holes {
-                    holes.push(Hole {
-                        micros: key.micros,
-                        invocation: intern(&mut loaded.ex, &key.invocation)?,
-                    });
-                }
-                Extent::new(pos, r.start, r.end, holes)
-            }
-            // Without a record: the interval, as google-adk reads it, minus
-            // the events stored after the compaction (exact mode's rule).
-            None => Extent::new(pos, start, end, Vec::new()),
-        };
-        extents.push(extent);
+impl Records for Reading<'_, '_> {
+    fn record(&mut self, at: usize, bounds: (f64, f64)) -> Extracted<Arc<Parsed>> {
+        let object = self
+            .objects
+            .get(at)
+            .ok_or(Outcome::Decline("internal error"))?;
+        Ok(self
+            .loaded
+            .record_at(at, object, |e| record_of(e, bounds))?)
     }
-    Ok((extents, problems))
-}
 
-/// The symbol a record's invocation id has in this extraction (`None` for
-/// `""`, as the views intern only non-empty ids).
-fn intern(extractor: &mut Extractor<'_>, invocation: &str) -> Extracted<Option<Sym>> {
-    if invocation.is_empty() {
-        return Ok(None);
+    fn invocation(&mut self, id: &str) -> Extracted<Sym> {
+        self.loaded.ex.interner.text(id)
     }
-    extractor.interner.text(invocation).map(Some)
 }
 
 /// The record of the compaction event `event` (bounds `(start, end)`):
@@ -210,22 +138,14 @@ fn run_prompt<'py>(
 ) -> Extracted<(Bound<'py, PyList>, Problems)> {
     let py = events.py();
     let list = Extractor::list(events)?;
-    if let Some((mut loaded, items, problems)) = exact_prompt_again(list, PROMPT)? {
+    if let Some((mut loaded, items, problems)) = exact_prompt_again(list, coverage::PROMPT)? {
         let out = materialize(&mut loaded, &items, make_summary, reuse_for)?;
         return Ok((out, problems));
     }
-    let mut r = read(events, PROMPT)?;
+    let mut r = read(events, coverage::PROMPT)?;
     let (views, cov) = (&r.views, &r.coverage);
     let items = py.detach(|| guarded(|| Ok(coverage::prompt(views, cov))))?;
-    let last = match items.last() {
-        None => f64::NEG_INFINITY,
-        Some(&Item::Raw(p)) => views[p].timestamp,
-        Some(&Item::Summary(at)) => cov
-            .extents
-            .iter()
-            .find(|x| x.at == at)
-            .map_or(f64::NAN, |x| x.end),
-    };
+    let last = coverage::last_key(views, cov, &items);
     let answer = ExactAnswer {
         first: items.iter().map(|&item| encode_item(item)).collect(),
         problems: r.problems.clone(),
@@ -239,8 +159,8 @@ fn run_prompt<'py>(
 }
 
 /// A session read for an exact-mode selection: the live events of one
-/// isolation scope (rewinds applied, as google-adk selects from them) and,
-/// once [`Scoped::cover`] ran, what their compactions cover.
+/// isolation scope and, once [`Scoped::cover`] ran, what their compactions
+/// cover (see [`coverage::in_scope`], [`coverage::cover`]).
 struct Scoped<'py> {
     loaded: Loaded<'py>,
     /// The list's objects and their views.
@@ -249,98 +169,58 @@ struct Scoped<'py> {
     /// Positions in the list of the rewound events, and of those in scope.
     rewound: Vec<usize>,
     scoped: Vec<usize>,
-    /// The views of the events in scope (function-call links read for
-    /// the events no compaction covers), and their coverage once found;
-    /// positions from here on are in the scoped list.
-    views: Vec<EventView>,
-    coverage: Option<Coverage>,
-    problems: Problems,
-    /// The coverage of a list this one extends, with its length and unused
-    /// records (see [`exact_prefix`]).
-    prior: Option<(usize, Arc<Coverage>, Problems)>,
+    covered: Option<Covered>,
+    /// The coverage of a list this one extends (see [`exact_prefix`]).
+    prior: Option<Prior>,
 }
 
 impl<'py> Scoped<'py> {
     /// Reads `events` (a session's whole list) for a selection in isolation
     /// scope `scope`: what parity's selection reads of every event.
     fn read(events: &Bound<'py, PyAny>, scope: &Bound<'py, PyAny>) -> Extracted<Self> {
-        let mut loaded = load(events, SELECT)?;
+        let mut loaded = load(events, coverage::SELECT)?;
         let scope = loaded.ex.interner.nullable(scope, "isolation_scope")?;
         let objects = std::mem::take(&mut loaded.objects);
         let all = std::mem::take(&mut loaded.views);
-        let rewound = live(&all, |_| true);
-        let scoped: Vec<usize> = rewound
-            .iter()
-            .copied()
-            .filter(|&i| all[i].scope == scope)
-            .collect();
-        let views: Vec<EventView> = scoped.iter().map(|&i| all[i]).collect();
+        let (rewound, scoped) = coverage::in_scope(&all, scope);
         Ok(Scoped {
             loaded,
             objects,
             all,
             rewound,
             scoped,
-            views,
-            coverage: None,
-            problems: Problems::new(),
+            covered: None,
             prior: None,
         })
     }
 
-    /// Reads the records and finds what they cover, then the function-call
-    /// links of the events they leave uncovered (the candidates); returns
-    /// the views, the id arena and the coverage.
-    fn cover(&mut self) -> Extracted<(&[EventView], &[Sym], &Coverage)> {
-        let (coverage, problems) = match self.extended() {
-            Some(found) => found,
-            None => {
-                let py = self.objects.first().map(|o| o.py());
-                let scoped = &self.scoped;
-                let (extents, problems) =
-                    extents(&mut self.loaded, &self.objects, &self.views, |k| scoped[k])?;
-                let views = &self.views;
-                let cover = || guarded(|| Ok(Coverage::new(views, extents)));
-                let coverage = match py {
-                    Some(py) => py.detach(cover)?,
-                    None => cover()?,
-                };
-                (coverage, problems)
-            }
+    /// What the compactions of the events in scope cover, with the id
+    /// arena of the views' function-call links.
+    fn cover(&mut self) -> Extracted<(&Covered, &[Sym])> {
+        let mut reader = Reading {
+            loaded: &mut self.loaded,
+            objects: &self.objects,
+            views: &mut self.all,
         };
-        self.problems = problems;
-        let candidates: Vec<usize> = (0..self.views.len())
-            .filter(|&k| coverage.uncovered(&self.views, k))
-            .collect();
-        let todo: Vec<usize> = candidates.iter().map(|&k| self.scoped[k]).collect();
-        self.loaded
-            .complete(&self.objects, &mut self.all, &todo, CALLS)?;
-        for &k in &candidates {
-            self.views[k] = self.all[self.scoped[k]];
+        let covered = coverage::cover(
+            &mut reader,
+            self.rewound.len(),
+            &self.scoped,
+            self.prior.take(),
+        )?;
+        if covered.extended {
+            count_exact_extended();
         }
-        let coverage = self.coverage.insert(coverage);
-        Ok((&self.views, &self.loaded.ex.ids, coverage))
+        let covered = self.covered.insert(covered);
+        Ok((covered, &self.loaded.ex.ids))
     }
 
-    /// The coverage of [`Scoped::prior`] extended to this list, when the
-    /// list is whole (no rewind, every event in scope) and what it adds is
-    /// raw events: stored after every compaction, none is covered.
-    fn extended(&mut self) -> Option<(Coverage, Problems)> {
-        let (known, prior, problems) = self.prior.take()?;
-        let n = self.all.len();
-        let whole = self.rewound.len() == n && self.scoped.len() == n;
-        let raw = self
-            .all
-            .get(known..)?
-            .iter()
-            .all(|v| v.compaction.is_none());
-        if !(whole && raw && prior.hidden.len() == known) {
-            return None;
-        }
-        let mut coverage = Coverage::clone(&prior);
-        coverage.hidden.resize(n, false);
-        count_exact_extended();
-        Some((coverage, problems))
+    /// The records not used.
+    fn problems(&self) -> Problems {
+        self.covered
+            .as_ref()
+            .map(|c| c.problems.clone())
+            .unwrap_or_default()
     }
 
     /// Remembers `answer` to `asked` for the list.
@@ -352,8 +232,8 @@ impl<'py> Scoped<'py> {
     /// timestamps, invocations and compactions (function-call spans
     /// cleared: they point into this call's arena), and the coverage.
     fn for_record(&self) -> Option<Arc<ForRecord>> {
-        let coverage = self.coverage.as_ref()?;
-        let views = self
+        let covered = self.covered.as_ref()?;
+        let views = covered
             .views
             .iter()
             .map(|v| EventView {
@@ -365,7 +245,7 @@ impl<'py> Scoped<'py> {
             .collect();
         Some(Arc::new(ForRecord {
             views,
-            coverage: coverage.clone(),
+            coverage: covered.coverage.clone(),
             seeds: std::sync::OnceLock::new(),
             written: std::sync::Mutex::new(None),
         }))
@@ -413,10 +293,14 @@ fn answer<'py>(
         scoped: positions(&r.scoped),
         count,
         since,
-        problems: r.problems.clone(),
+        problems: r.problems(),
         record,
         // Kept for the next selection over this list extended.
-        coverage: r.coverage.take().filter(|_| sliding).map(Arc::new),
+        coverage: r
+            .covered
+            .take()
+            .filter(|_| sliding)
+            .map(|c| Arc::new(c.coverage)),
         ..ExactAnswer::default()
     });
     r.remember(asked, answer.clone());
@@ -517,17 +401,12 @@ pub fn exact_sliding_window<'py>(
             if !select {
                 return Ok((Vec::new(), Vec::new(), None, f64::NEG_INFINITY));
             }
-            let (views, ids, cov) = r.cover()?;
-            let handed = py.detach(|| {
-                guarded(|| {
-                    Ok(coverage::sliding(views, ids, cov, interval, overlap).unwrap_or_default())
-                })
-            })?;
-            let covered = handed.iter().map(|&p| u32::from(cov.hidden[p])).collect();
-            let since = coverage::earliest(views, cov, &handed, &[]);
+            let (c, ids) = r.cover()?;
+            let (handed, covered, since) =
+                py.detach(|| coverage::sliding_answer(c, ids, interval, overlap))?;
             Ok((
                 handed.iter().map(|&p| p as u32).collect(),
-                covered,
+                covered.into_iter().map(u32::from).collect(),
                 None,
                 since,
             ))
@@ -610,11 +489,9 @@ pub fn exact_token_threshold<'py>(
                 // Observed below the threshold: nothing to select.
                 return Ok((Vec::new(), Vec::new(), count, f64::NEG_INFINITY));
             }
-            let (views, ids, cov) = r.cover()?;
-            let plan =
-                py.detach(|| guarded(|| Ok(coverage::token(views, ids, cov, retention, floor))))?;
-            let (window, seeds) = plan.map(|p| (p.window, p.seeds)).unwrap_or_default();
-            let since = coverage::earliest(views, cov, &window, &seeds);
+            let (c, ids) = r.cover()?;
+            let (window, seeds, since) =
+                py.detach(|| coverage::token_answer(c, ids, retention, floor))?;
             let positions = |v: Vec<usize>| v.into_iter().map(|p| p as u32).collect();
             Ok((positions(window), positions(seeds), count, since))
         })?;
@@ -675,7 +552,7 @@ pub fn exact_record<'py>(
             Some(&record.written),
         );
     }
-    let r = match read(events, PROMPT) {
+    let r = match read(events, coverage::PROMPT) {
         Ok(r) => r,
         Err(Outcome::Error(e)) => return Err(e),
         Err(Outcome::Decline(why)) => {
@@ -739,27 +616,16 @@ fn write_record<'py>(
     let Some(w) = written else {
         return Ok(None);
     };
-    let mut keys: Vec<Key> = Vec::with_capacity(w.holes.len() + foreign.len());
+    let mut holes = Vec::with_capacity(w.holes.len());
     for &p in &w.holes {
         let object = object(p).ok_or_else(|| {
             pyo3::exceptions::PyValueError::new_err(format!("position {p} was not read"))
         })?;
-        let invocation: String = object
-            .getattr(intern!(py, "invocation_id"))?
-            .extract::<Option<String>>()?
-            .unwrap_or_default();
-        keys.extend(Key::of(&invocation, views[p].timestamp));
+        let invocation: Option<String> = object.getattr(intern!(py, "invocation_id"))?.extract()?;
+        holes.push(invocation.unwrap_or_default());
     }
-    for (invocation, t) in &foreign {
-        if w.start <= *t && *t <= w.end {
-            keys.extend(Key::of(invocation, *t));
-        }
-    }
-    let foreign_ts: Vec<f64> = foreign.iter().map(|(_, t)| *t).collect();
-    let (plain_start, plain_end) = w
-        .plain(views, &foreign_ts, ceiling)
-        .unwrap_or_else(|| nothing_between(w.start, w.end));
-    let record = Record::new(w.start, w.end, keys, (plain_start, plain_end))?;
+    let (record, plain_start, plain_end) =
+        coverage::stored_record(views, &w, &holes, &foreign, ceiling)?;
     let dict = super::exact::to_python(py, &record)?;
     Ok(Some((dict, plain_start, plain_end)))
 }
@@ -884,23 +750,4 @@ pub fn exact_foreign(events: &Bound<'_, PyAny>, stored: &Bound<'_, PyAny>) -> Op
             .filter(|&i| !known.get(slots[i] as usize).copied().unwrap_or(false))
             .collect(),
     )
-}
-
-/// Inverted bounds: a reader of the bare interval hides nothing with them
-/// (google-adk tests `start <= end`), and the summary still reaches it.
-fn nothing_between(start: f64, end: f64) -> (f64, f64) {
-    (end, start - 1.0)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn bounds_that_cover_nothing_are_inverted() {
-        for (start, end) in [(1.0, 2.0), (3.0, 3.0)] {
-            let (a, b) = nothing_between(start, end);
-            assert!(a > b);
-        }
-    }
 }

@@ -812,4 +812,11 @@ impl Reader for Reading<'_, '_> {
     fn complete(&mut self, at: &[usize], need: Need) -> Extracted<()> {
         self.loaded.complete(self.objects, self.views, at, need)
     }
+
+    fn detached<T: Send>(&self, work: impl FnOnce() -> T + Send) -> T {
+        match self.objects.first() {
+            Some(object) => object.py().detach(work),
+            None => work(),
+        }
+    }
 }
