@@ -1,58 +1,12 @@
 //! Tests of `core::coverage`.
 
 use super::*;
-use crate::core::event::Span;
 use crate::core::exact::holes;
+use crate::core::testing::{Lazy, Session};
 
-/// Views plus the id arena their spans index.
-#[derive(Default)]
-struct Session {
-    events: Vec<EventView>,
-    ids: Vec<Sym>,
-}
-
-impl Session {
-    fn span(&mut self, syms: &[Sym]) -> Span {
-        let start = self.ids.len() as u32;
-        self.ids.extend_from_slice(syms);
-        Span {
-            start,
-            len: syms.len() as u32,
-        }
-    }
-
-    fn raw(&mut self, t: f64, inv: u32) -> usize {
-        self.events.push(EventView {
-            timestamp: t,
-            invocation: Some(inv),
-            ..Default::default()
-        });
-        self.events.len() - 1
-    }
-
-    fn call(&mut self, t: f64, inv: u32, id: Sym) -> usize {
-        let calls = self.span(&[id]);
-        let pos = self.raw(t, inv);
-        self.events[pos].calls = calls;
-        pos
-    }
-
-    fn response(&mut self, t: f64, inv: u32, id: Sym) -> usize {
-        let responses = self.span(&[id]);
-        let pos = self.raw(t, inv);
-        self.events[pos].responses = responses;
-        self.events[pos].has_responses = true;
-        pos
-    }
-
-    fn compaction(&mut self, t: f64, start: f64, end: f64) -> usize {
-        self.events.push(EventView::compacting(t, start, end));
-        self.events.len() - 1
-    }
-
-    fn cover(&self, extents: Vec<Extent>) -> Coverage {
-        Coverage::new(&self.events, extents)
-    }
+/// The coverage of `extents` over the session.
+fn covering(s: &Session, extents: Vec<Extent>) -> Coverage {
+    Coverage::new(&s.events, extents)
 }
 
 #[test]
@@ -67,7 +21,7 @@ fn a_pending_call_is_stepped_past_and_its_group_kept_whole() {
     let answered = s.call(4.0, 2, 101);
     let response = s.response(5.0, 2, 101);
     s.raw(6.0, 2);
-    let cov = s.cover(Vec::new());
+    let cov = covering(&s, Vec::new());
     let window = sliding(&s.events, &s.ids, &cov, 2, 0).unwrap();
     assert!(!window.contains(&pending));
     assert!(window.contains(&answered) && window.contains(&response));
@@ -81,7 +35,7 @@ fn a_response_whose_call_stays_raw_is_not_summarized() {
     let call = s.call(2.0, 1, 7);
     let response = s.response(3.0, 1, 7);
     s.raw(4.0, 1);
-    let cov = s.cover(Vec::new());
+    let cov = covering(&s, Vec::new());
     // Retaining the last two keeps the response; its call stays too.
     let plan = token(&s.events, &s.ids, &cov, 2, f64::INFINITY).unwrap();
     assert_eq!(plan.window, vec![0]);
@@ -98,7 +52,7 @@ fn an_event_tied_with_a_hole_stays_raw_with_its_call() {
     s.call(0.75, 1, 7);
     s.response(1.0, 1, 7);
     s.raw(1.0, 1);
-    let cov = s.cover(Vec::new());
+    let cov = covering(&s, Vec::new());
     let plan = token(&s.events, &s.ids, &cov, 1, f64::INFINITY).unwrap();
     assert_eq!(plan.window, vec![0]);
     // The same tie without a call: the tied event alone stays raw.
@@ -106,7 +60,7 @@ fn an_event_tied_with_a_hole_stays_raw_with_its_call() {
     s.raw(0.5, 1);
     s.raw(1.0, 1);
     s.raw(1.0, 1);
-    let cov = s.cover(Vec::new());
+    let cov = covering(&s, Vec::new());
     assert_eq!(
         token(&s.events, &s.ids, &cov, 1, f64::INFINITY)
             .unwrap()
@@ -118,7 +72,7 @@ fn an_event_tied_with_a_hole_stays_raw_with_its_call() {
     s.raw(0.5, 1);
     s.raw(1.0, 1);
     s.raw(1.0, 2);
-    let cov = s.cover(Vec::new());
+    let cov = covering(&s, Vec::new());
     assert_eq!(
         token(&s.events, &s.ids, &cov, 1, f64::INFINITY)
             .unwrap()
@@ -136,7 +90,7 @@ fn a_sliding_window_keeps_raw_what_a_later_tied_hole_would_name() {
     let pending = s.call(2.0, 1, 9);
     let tied = s.raw(2.0, 1);
     s.raw(3.0, 1);
-    let cov = s.cover(Vec::new());
+    let cov = covering(&s, Vec::new());
     let handed = sliding(&s.events, &s.ids, &cov, 1, 0).unwrap();
     assert!(!handed.contains(&pending) && !handed.contains(&tied));
     assert_eq!(handed, vec![0, 3]);
@@ -153,7 +107,7 @@ fn a_hole_naming_a_seeded_event_leaves_the_seed_beside_the_summary() {
     let seed = s.compaction(2.5, 1.0, 2.0);
     s.raw(5.0, 2);
     let tied = s.raw(2.0, 1);
-    let cov = s.cover(vec![Extent::new(seed, 1.0, 2.0, Vec::new())]);
+    let cov = covering(&s, vec![Extent::new(seed, 1.0, 2.0, Vec::new())]);
     let plan = token(&s.events, &s.ids, &cov, 1, f64::INFINITY).unwrap();
     assert_eq!(
         (plan.window.clone(), plan.seeds.clone()),
@@ -166,10 +120,13 @@ fn a_hole_naming_a_seeded_event_leaves_the_seed_beside_the_summary() {
         micros: 2_000_000,
         invocation: Some(1),
     };
-    let cov = s.cover(vec![
-        Extent::new(seed, 1.0, 2.0, Vec::new()),
-        Extent::new(at, w.start, w.end, vec![hole]),
-    ]);
+    let cov = covering(
+        &s,
+        vec![
+            Extent::new(seed, 1.0, 2.0, Vec::new()),
+            Extent::new(at, w.start, w.end, vec![hole]),
+        ],
+    );
     assert_eq!(
         prompt(&s.events, &cov),
         vec![Item::Summary(seed), Item::Raw(tied), Item::Summary(at)]
@@ -190,10 +147,13 @@ fn holes_read_off_the_survivors_are_the_seeds_holes() {
     s.raw(2.0, 1); // stored after `a`, inside it: not covered
     let b = s.compaction(9.5, 5.0, 6.0);
     s.raw(9.7, 1);
-    let cov = s.cover(vec![
-        Extent::new(a, 0.0, 4.0, vec![hole]),
-        Extent::new(b, 5.0, 6.0, Vec::new()),
-    ]);
+    let cov = covering(
+        &s,
+        vec![
+            Extent::new(a, 0.0, 4.0, vec![hole]),
+            Extent::new(b, 5.0, 6.0, Vec::new()),
+        ],
+    );
     let seeds = cov.surviving_events();
     assert_eq!(seeds, vec![a, b]);
     let handed = [7, 11];
@@ -215,7 +175,7 @@ fn covered_events_are_not_offered_again_and_retained_ones_are() {
     // A tail-retention summary of 0..=3 left 4 and 5 raw.
     let at = s.compaction(6.5, 0.0, 3.0);
     s.raw(7.0, 2);
-    let cov = s.cover(vec![Extent::new(at, 0.0, 3.0, Vec::new())]);
+    let cov = covering(&s, vec![Extent::new(at, 0.0, 3.0, Vec::new())]);
     let plan = token(&s.events, &s.ids, &cov, 1, f64::INFINITY).unwrap();
     assert_eq!(plan.window, vec![4, 5]);
     assert_eq!(plan.seeds, vec![at]);
@@ -232,7 +192,7 @@ fn pending_invocations_do_not_hold_the_sliding_trigger() {
     let mut s = Session::default();
     s.call(1.0, 1, 9);
     s.raw(2.0, 2);
-    let cov = s.cover(Vec::new());
+    let cov = covering(&s, Vec::new());
     // Only invocation 2 can be summarized: one invocation, interval 2.
     assert_eq!(sliding(&s.events, &s.ids, &cov, 2, 0), None);
     assert_eq!(sliding(&s.events, &s.ids, &cov, 1, 0), Some(vec![1]));
@@ -250,7 +210,7 @@ fn the_prompt_leaves_out_exactly_what_survivors_cover() {
         micros: 2_000_000,
         invocation: Some(2),
     };
-    let cov = s.cover(vec![Extent::new(at, 1.0, 3.0, vec![hole])]);
+    let cov = covering(&s, vec![Extent::new(at, 1.0, 3.0, vec![hole])]);
     assert_eq!(
         prompt(&s.events, &cov),
         vec![Item::Raw(1), Item::Raw(4), Item::Summary(at)]
@@ -267,7 +227,7 @@ fn tail_retention_keeps_raw_what_a_later_event_may_be_stamped_before() {
     for (t, inv) in [(1.0, 1), (2.0, 1), (3.0, 2), (4.0, 2), (2.5, 2)] {
         s.raw(t, inv);
     }
-    let cov = s.cover(Vec::new());
+    let cov = covering(&s, Vec::new());
     let all = token(&s.events, &s.ids, &cov, 0, f64::INFINITY).unwrap();
     assert_eq!(all.window, vec![0, 1, 2, 3, 4]);
     let floored = token(&s.events, &s.ids, &cov, 0, 3.0).unwrap();
@@ -289,10 +249,13 @@ fn several_summaries_roll_into_one() {
     let a = s.compaction(1.5, 1.0, 1.0);
     s.raw(2.0, 2);
     let b = s.compaction(2.5, 2.0, 2.0);
-    let cov = s.cover(vec![
-        Extent::new(a, 1.0, 1.0, Vec::new()),
-        Extent::new(b, 2.0, 2.0, Vec::new()),
-    ]);
+    let cov = covering(
+        &s,
+        vec![
+            Extent::new(a, 1.0, 1.0, Vec::new()),
+            Extent::new(b, 2.0, 2.0, Vec::new()),
+        ],
+    );
     let plan = token(&s.events, &s.ids, &cov, 0, f64::INFINITY).unwrap();
     assert_eq!(
         plan,
@@ -308,70 +271,12 @@ fn several_summaries_roll_into_one() {
 // it stores
 // ---------------------------------------------------------------------------
 
-/// A reader over a session's views whose records are given by position,
-/// and that tells which views were asked for what.
-struct Stored<'a> {
-    views: Vec<EventView>,
-    ids: &'a [Sym],
-    records: Vec<Option<Result<Record, String>>>,
-    /// Invocation symbols of the ids records name (`"inv-N"` is `N`).
-    asked: Vec<(Vec<usize>, Need)>,
-    /// The views' invocations, given only once asked for.
-    invocations: Vec<Option<Sym>>,
-}
-
-impl<'a> Stored<'a> {
-    fn new(s: &'a Session, records: Vec<Option<Result<Record, String>>>) -> Self {
-        Stored {
-            views: s
-                .events
-                .iter()
-                .map(|v| EventView {
-                    invocation: None,
-                    ..*v
-                })
-                .collect(),
-            ids: &s.ids,
-            records,
-            asked: Vec::new(),
-            invocations: s.events.iter().map(|v| v.invocation).collect(),
-        }
-    }
-}
-
-impl Reader for Stored<'_> {
-    type Error = CoreError;
-
-    fn views(&self) -> &[EventView] {
-        &self.views
-    }
-
-    fn ids(&self) -> &[Sym] {
-        self.ids
-    }
-
-    fn complete(&mut self, at: &[usize], need: Need) -> Result<(), CoreError> {
-        if need.invocation {
-            for &i in at {
-                self.views[i].invocation = self.invocations[i];
-            }
-        }
-        self.asked.push((at.to_vec(), need));
-        Ok(())
-    }
-}
-
-impl Records for Stored<'_> {
-    fn record(&mut self, at: usize, _bounds: (f64, f64)) -> Result<Arc<Parsed>, CoreError> {
-        Ok(Arc::new(self.records[at].clone()))
-    }
-
-    fn invocation(&mut self, id: &str) -> Result<Sym, CoreError> {
-        id.strip_prefix("inv-")
-            .and_then(|n| n.parse().ok())
-            .ok_or_else(|| CoreError::Internal(format!("unknown invocation {id}")))
-    }
-}
+/// What the exact-mode readers know of each event before they ask: all
+/// but its invocation.
+const KNOWN: Need = Need {
+    invocation: false,
+    ..Need::ALL
+};
 
 fn record(start: f64, end: f64, holes: &[(&str, f64)]) -> Record {
     let keys = holes.iter().filter_map(|&(i, t)| Key::of(i, t)).collect();
@@ -393,7 +298,7 @@ fn extents_take_records_report_unused_ones_and_read_what_holes_name() {
         Some(Err("malformed".to_owned())),
         None,
     ];
-    let mut r = Stored::new(&s, records);
+    let mut r = Lazy::new(&s, KNOWN, records);
     let all: Vec<usize> = (0..5).collect();
     let (found, problems) = extents(&mut r, &all, false).unwrap();
     assert_eq!(found.len(), 3);
@@ -413,8 +318,9 @@ fn extents_take_records_report_unused_ones_and_read_what_holes_name() {
     assert!(r.asked[0].1.invocation);
     assert_eq!(r.views[1].invocation, Some(2));
     // Read already: nothing asked.
-    let mut r = Stored::new(
+    let mut r = Lazy::new(
         &s,
+        KNOWN,
         vec![
             None,
             None,
@@ -433,7 +339,7 @@ fn an_extent_s_position_is_its_place_among_the_events_read() {
     s.raw(1.0, 1);
     s.raw(2.0, 2);
     s.compaction(2.5, 1.0, 2.0);
-    let mut r = Stored::new(&s, vec![None, None, Some(Err("late".to_owned()))]);
+    let mut r = Lazy::new(&s, KNOWN, vec![None, None, Some(Err("late".to_owned()))]);
     let (found, problems) = extents(&mut r, &[1, 2], true).unwrap();
     assert_eq!(found[0].at, 1);
     assert_eq!(problems, vec![(1, "late".to_owned())]);
@@ -453,7 +359,7 @@ fn a_prior_coverage_is_extended_only_by_raw_events_of_a_whole_list() {
     let prior = Coverage::new(&prefix.events, vec![Extent::new(2, 1.0, 2.0, Vec::new())]);
     let prior = || Some((3, Arc::new(prior.clone()), Problems::new()));
     let (rewound, scoped) = in_scope(&s.events, None);
-    let mut r = Stored::new(&s, vec![None; 4]);
+    let mut r = Lazy::new(&s, KNOWN, vec![None; 4]);
     let c = cover(&mut r, rewound.len(), &scoped, prior()).unwrap();
     assert!(c.extended);
     assert_eq!(c.coverage.hidden, vec![true, true, false, false]);
@@ -462,7 +368,7 @@ fn a_prior_coverage_is_extended_only_by_raw_events_of_a_whole_list() {
     // A compaction among the new events: worked out again.
     s.compaction(3.5, 3.0, 3.0);
     let (rewound, scoped) = in_scope(&s.events, None);
-    let mut r = Stored::new(&s, vec![None; 5]);
+    let mut r = Lazy::new(&s, KNOWN, vec![None; 5]);
     let c = cover(&mut r, rewound.len(), &scoped, prior()).unwrap();
     assert!(!c.extended);
     assert_eq!(c.coverage.hidden, vec![true, true, false, true, false]);
@@ -475,7 +381,7 @@ fn a_prior_coverage_is_extended_only_by_raw_events_of_a_whole_list() {
     s.events[3].scope = Some(7);
     let (rewound, scoped) = in_scope(&s.events, None);
     assert_eq!(scoped, vec![0, 1, 2]);
-    let mut r = Stored::new(&s, vec![None; 4]);
+    let mut r = Lazy::new(&s, KNOWN, vec![None; 4]);
     assert!(
         !cover(&mut r, rewound.len(), &scoped, prior())
             .unwrap()
@@ -489,7 +395,7 @@ fn the_stored_record_names_foreign_events_inside_and_inverts_unsafe_bounds() {
     s.raw(1.0, 1);
     s.raw(2.0, 2);
     s.raw(3.0, 3);
-    let cov = s.cover(Vec::new());
+    let cov = covering(&s, Vec::new());
     let w = write(&s.events, &cov, &[0, 2], &[]).unwrap();
     assert_eq!(w.holes, vec![1]);
     let foreign = [("inv-9".to_owned(), 2.5), ("inv-8".to_owned(), 7.0)];
@@ -518,7 +424,7 @@ fn the_prompt_s_last_key_is_its_last_item_s() {
     s.raw(1.0, 1);
     s.raw(2.0, 2);
     s.compaction(2.5, 1.0, 1.5);
-    let cov = s.cover(vec![Extent::new(2, 1.0, 1.5, Vec::new())]);
+    let cov = covering(&s, vec![Extent::new(2, 1.0, 1.5, Vec::new())]);
     let items = prompt(&s.events, &cov);
     assert_eq!(last_key(&s.events, &cov, &items), 2.0);
     assert_eq!(last_key(&s.events, &cov, &items[..1]), 1.5);

@@ -95,6 +95,32 @@ impl Need {
         pairing: false,
         usage: false,
     };
+
+    /// Every field.
+    pub const ALL: Need = Need {
+        timestamp: true,
+        compaction: true,
+        rewind: true,
+        invocation: true,
+        parts: true,
+        window: true,
+        pairing: true,
+        usage: true,
+    };
+
+    /// The fields of either.
+    pub fn with(self, other: Need) -> Need {
+        Need {
+            timestamp: self.timestamp || other.timestamp,
+            compaction: self.compaction || other.compaction,
+            rewind: self.rewind || other.rewind,
+            invocation: self.invocation || other.invocation,
+            parts: self.parts || other.parts,
+            window: self.window || other.window,
+            pairing: self.pairing || other.pairing,
+            usage: self.usage || other.usage,
+        }
+    }
 }
 
 /// The fields of one `Event` that compaction decisions read. Fields an

@@ -29,6 +29,8 @@ pub mod window;
 
 #[cfg(test)]
 mod props;
+#[cfg(test)]
+mod testing;
 
 pub use error::{guarded, CoreError};
 pub use event::{CompactionView, EventView, Span, Sym};

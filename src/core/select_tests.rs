@@ -3,70 +3,24 @@
 //! beyond what a selection asks for leads to the plan complete views give.
 
 use super::*;
-use crate::core::event::{CompactionView, Span};
+use crate::core::testing::{Lazy, Session};
 use proptest::prelude::*;
 
 const AGENT: Sym = 201;
 const OTHER: Sym = 202;
 const SCOPE: Sym = 301;
 
-/// A session under construction: views and their id arena.
-#[derive(Debug, Default)]
-struct Session {
-    views: Vec<EventView>,
-    ids: Vec<Sym>,
+/// The selections over a test session's views.
+trait Select {
+    fn sliding(&self, interval: usize, overlap: usize, rules: Rules) -> Plan;
+    fn token(&self, scope: Option<Sym>, agent: Option<Sym>, retention: usize, rules: Rules)
+        -> Plan;
 }
 
-impl Session {
-    fn span(&mut self, items: &[Sym]) -> Span {
-        let start = self.ids.len() as u32;
-        self.ids.extend_from_slice(items);
-        Span {
-            start,
-            len: items.len() as u32,
-        }
-    }
-
-    /// A raw event of invocation `inv` at `ts`.
-    fn raw(&mut self, ts: f64, inv: Sym) -> &mut EventView {
-        self.views.push(EventView {
-            ident: self.views.len() as u64,
-            timestamp: ts,
-            invocation: Some(inv),
-            ..EventView::default()
-        });
-        self.views.last_mut().unwrap()
-    }
-
-    fn call(&mut self, ts: f64, inv: Sym, id: Sym) {
-        let calls = self.span(&[id]);
-        self.raw(ts, inv).calls = calls;
-    }
-
-    fn response(&mut self, ts: f64, inv: Sym, id: Sym) {
-        let responses = self.span(&[id]);
-        let e = self.raw(ts, inv);
-        e.responses = responses;
-        e.has_responses = true;
-    }
-
-    fn compaction(&mut self, ts: f64, start: f64, end: f64) {
-        self.views.push(EventView {
-            ident: self.views.len() as u64,
-            timestamp: ts,
-            invocation: Some(99),
-            compaction: Some(CompactionView {
-                start: Some(start),
-                end: Some(end),
-                has_content: true,
-            }),
-            ..EventView::default()
-        });
-    }
-
+impl Select for Session {
     fn sliding(&self, interval: usize, overlap: usize, rules: Rules) -> Plan {
         let mut reader = Complete {
-            views: &self.views,
+            views: &self.events,
             ids: &self.ids,
         };
         settled(sliding(
@@ -84,7 +38,7 @@ impl Session {
         rules: Rules,
     ) -> Plan {
         let mut reader = Complete {
-            views: &self.views,
+            views: &self.events,
             ids: &self.ids,
         };
         settled(token(&mut reader, scope, agent, retention, rules))
@@ -107,7 +61,7 @@ fn three() -> Session {
 #[test]
 fn scoped_leaves_other_scopes_out_of_the_sliding_window() {
     let mut s = three();
-    s.views[1].scope = Some(SCOPE);
+    s.events[1].scope = Some(SCOPE);
     let on = s.sliding(2, 0, Rules::LATEST);
     assert_eq!(at(&on.to_compact), vec![0, 2]);
     assert_eq!(on.handed, Some(vec![0, 2]));
@@ -126,8 +80,8 @@ fn scoped_leaves_other_scopes_out_of_the_sliding_window() {
 #[test]
 fn scoped_keeps_the_token_threshold_to_its_scope() {
     let mut s = three();
-    s.views[0].scope = Some(SCOPE);
-    s.views[2].scope = Some(SCOPE);
+    s.events[0].scope = Some(SCOPE);
+    s.events[2].scope = Some(SCOPE);
     let on = s.token(Some(SCOPE), None, 0, Rules::LATEST);
     assert_eq!(at(&on.to_compact), vec![0, 2]);
     assert_eq!(on.rewound, None);
@@ -148,7 +102,7 @@ fn scoped_keeps_the_token_threshold_to_its_scope() {
 fn rewinds_leave_the_rewound_invocation_out() {
     let mut s = three();
     // Event 2 rewinds to before invocation 2: both leave the history.
-    s.views[2].rewind_before = Some(2);
+    s.events[2].rewind_before = Some(2);
     s.raw(4.0, 4);
     let on = s.sliding(1, 5, Rules::LATEST);
     assert_eq!(on.handed, Some(vec![0, 3]));
@@ -201,12 +155,12 @@ fn priced_prices_only_a_selection_with_something_to_compact() {
 #[test]
 fn own_counts_take_the_agent_s_count_since_the_newest_compaction() {
     let mut s = three();
-    s.views[0].prompt_tokens = Some(10);
-    s.views[0].author = Some(AGENT);
+    s.events[0].prompt_tokens = Some(10);
+    s.events[0].author = Some(AGENT);
     s.compaction(1.5, 1.0, 1.0);
     s.raw(4.0, 4);
-    s.views[4].prompt_tokens = Some(20);
-    s.views[4].author = Some(OTHER);
+    s.events[4].prompt_tokens = Some(20);
+    s.events[4].author = Some(OTHER);
     // 2.10 on: the agent's own count, never past the newest compaction.
     let own = s.token(None, Some(AGENT), 9, Rules::LATEST);
     assert_eq!(own.count, None);
@@ -223,7 +177,7 @@ fn own_counts_take_the_agent_s_count_since_the_newest_compaction() {
     assert_eq!(any.count, Some(20));
     // The agent's count before the compaction is found without own_counts
     // only when it is the newest.
-    s.views[4].prompt_tokens = None;
+    s.events[4].prompt_tokens = None;
     let any = s.token(
         None,
         Some(AGENT),
@@ -283,98 +237,6 @@ fn dead_calls_retry_past_a_call_never_answered() {
     assert!(s.sliding(3, 0, strict).to_compact.is_empty());
 }
 
-// ---------------------------------------------------------------------------
-// A reader that knows only what it was asked for
-// ---------------------------------------------------------------------------
-
-/// Views with only what [`LIGHT`] reads, completed from `full` on demand.
-struct Lazy<'a> {
-    full: &'a [EventView],
-    views: Vec<EventView>,
-    /// What each view shows.
-    known: Vec<Need>,
-    ids: &'a [Sym],
-}
-
-impl<'a> Lazy<'a> {
-    fn new(s: &'a Session) -> Self {
-        Lazy {
-            full: &s.views,
-            views: s.views.iter().map(|v| only(v, LIGHT)).collect(),
-            known: vec![LIGHT; s.views.len()],
-            ids: &s.ids,
-        }
-    }
-}
-
-fn only(view: &EventView, need: Need) -> EventView {
-    let mut v = EventView {
-        ident: view.ident,
-        ..EventView::default()
-    };
-    if need.timestamp {
-        v.timestamp = view.timestamp;
-    }
-    if need.compaction {
-        v.compaction = view.compaction;
-    }
-    if need.rewind {
-        v.rewind_before = view.rewind_before;
-    }
-    if need.invocation {
-        v.invocation = view.invocation;
-    }
-    if need.window {
-        v.scope = view.scope;
-    }
-    if need.parts {
-        (v.calls, v.responses, v.has_responses) = (view.calls, view.responses, view.has_responses);
-    }
-    if need.pairing {
-        (v.long_running, v.pending) = (view.long_running, view.pending);
-        if need.parts {
-            v.hitl_calls = view.hitl_calls;
-        }
-    }
-    if need.usage {
-        (v.prompt_tokens, v.author) = (view.prompt_tokens, view.author);
-    }
-    v
-}
-
-fn merged(a: Need, b: Need) -> Need {
-    Need {
-        timestamp: a.timestamp || b.timestamp,
-        compaction: a.compaction || b.compaction,
-        rewind: a.rewind || b.rewind,
-        invocation: a.invocation || b.invocation,
-        parts: a.parts || b.parts,
-        window: a.window || b.window,
-        pairing: a.pairing || b.pairing,
-        usage: a.usage || b.usage,
-    }
-}
-
-impl Reader for Lazy<'_> {
-    type Error = CoreError;
-
-    fn views(&self) -> &[EventView] {
-        &self.views
-    }
-
-    fn ids(&self) -> &[Sym] {
-        self.ids
-    }
-
-    fn complete(&mut self, at: &[usize], need: Need) -> Result<(), CoreError> {
-        for &i in at {
-            self.known[i] = merged(self.known[i], need);
-            self.views[i] = only(&self.full[i], self.known[i]);
-        }
-        Ok(())
-    }
-}
-
 /// One generated event: the time step, invocation, kind, call and response
 /// ids, usage count (and whether the agent's own) and scope draw.
 type Drawn = (f64, u8, u8, Vec<u8>, Vec<u8>, Option<(i64, bool)>, u8);
@@ -400,16 +262,20 @@ prop_compose! {
             let inv = inv as Sym + 1;
             match kind {
                 // A compaction over an earlier stretch.
-                0 => s.compaction(ts, (ts - 3.0).max(0.0), (ts - 1.0).max(0.0)),
+                0 => {
+                    s.compaction(ts, (ts - 3.0).max(0.0), (ts - 1.0).max(0.0));
+                }
                 // A rewind to before an earlier invocation.
                 1 if k > 0 => {
-                    s.raw(ts, inv).rewind_before = Some(inv.saturating_sub(1).max(1));
+                    let p = s.raw(ts, inv);
+                    s.events[p].rewind_before = Some(inv.saturating_sub(1).max(1));
                 }
                 _ => {
                     let calls: Vec<Sym> = calls.into_iter().map(Sym::from).collect();
                     let responses: Vec<Sym> = responses.into_iter().map(Sym::from).collect();
                     let (c, r) = (s.span(&calls), s.span(&responses));
-                    let e = s.raw(ts, inv);
+                    let p = s.raw(ts, inv);
+                    let e = &mut s.events[p];
                     (e.calls, e.responses, e.has_responses) = (c, r, r.len > 0);
                     if let Some((count, own)) = usage {
                         e.prompt_tokens = Some(count);
@@ -468,7 +334,7 @@ proptest! {
         scope in prop::option::of(Just(SCOPE)),
     ) {
         let rules = rules_from(bits);
-        let lazy = || Lazy::new(&s);
+        let lazy = || Lazy::new(&s, LIGHT, Vec::new());
         let want = s.sliding(interval, overlap, rules);
         let got = settled(sliding(&mut lazy(), SlidingWindow { interval, overlap }, rules));
         prop_assert_eq!(answer(&got), answer(&want));

@@ -10,18 +10,6 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
-/// Every field any decision reads.
-const ALL: Need = Need {
-    timestamp: true,
-    compaction: true,
-    rewind: true,
-    invocation: true,
-    parts: true,
-    window: true,
-    pairing: true,
-    usage: true,
-};
-
 /// The decisions google-adk would take on each of `sessions` (a list of
 /// event lists), computed in parallel on rayon's pool unless `parallel` is
 /// false. Reading the events needs the interpreter and is serial; the
@@ -161,7 +149,7 @@ fn extract(item: &Bound<'_, PyAny>) -> PyResult<Read> {
         Err(super::error::Outcome::Error(err)) => return Err(err),
     };
     let mut ex = Extractor::new(item.py())?;
-    match ex.batch(list, ALL) {
+    match ex.batch(list, Need::ALL) {
         Ok(batch) => Ok(Ok((batch.views.into_vec(), std::mem::take(&mut ex.ids)))),
         Err(super::error::Outcome::Decline(reason)) => Ok(Err(reason)),
         Err(super::error::Outcome::Error(err)) => Err(err),
