@@ -1,13 +1,17 @@
 """The family profiles' flags, built from the release each rule starts or
 ends at (`_families._ON_FROM`, `_OFF_FROM`), pinned to the values the
-hand-written table held for every profile."""
+hand-written table held for every profile; and the entry points' forms the
+profiles bind (`_compaction._entry_point`), pinned to google-adk's
+signatures of each family (test_install.py compares the installed family's
+with google-adk's own functions)."""
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 
 import pytest
-from adk_fastcompact import _families
+from adk_fastcompact import _compaction, _families
 
 FLAGS = (
     "scoped",
@@ -64,3 +68,54 @@ def test_the_profiles_are_built_once_and_frozen() -> None:
     assert _families.active() is active
     with pytest.raises(dataclasses.FrozenInstanceError):
         active.scoped = not active.scoped  # type: ignore[misc]
+
+
+#: Each form of the two entry points: (name, async generator?, signature).
+FORMS = [
+    (
+        "run_compaction_for_sliding_window",
+        True,
+        "(app: 'Any', session: 'Any', session_service: 'Any') -> 'AsyncGenerator[Event, None]'",
+    ),
+    (
+        "run_compaction_for_sliding_window_skippable",
+        True,
+        "(app: 'Any', session: 'Any', session_service: 'Any', *,"
+        " skip_token_compaction: 'bool' = False) -> 'AsyncGenerator[Event, None]'",
+    ),
+    (
+        "run_compaction_for_sliding_window_appending",
+        False,
+        "(app: 'Any', session: 'Any', session_service: 'Any', *,"
+        " skip_token_compaction: 'bool' = False) -> 'None'",
+    ),
+    (
+        "run_compaction_for_token_threshold_config",
+        False,
+        "(*, config: 'Any', session: 'Any', session_service: 'Any', agent: 'Any',"
+        " agent_name: 'str' = '', current_branch: 'str | None' = None,"
+        " isolation_scope: 'str | None' = None) -> 'bool'",
+    ),
+    (
+        "run_compaction_for_token_threshold_config_unscoped",
+        False,
+        "(*, config: 'Any', session: 'Any', session_service: 'Any', agent: 'Any',"
+        " agent_name: 'str' = '', current_branch: 'str | None' = None) -> 'bool'",
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "generator", "signature"), FORMS, ids=[f[0] for f in FORMS])
+def test_each_entry_point_form_has_its_families_signature(
+    name: str, generator: bool, signature: str
+) -> None:
+    fn = getattr(_compaction, name)
+    assert fn.__name__ == fn.__qualname__ == name
+    assert fn.__module__ == "adk_fastcompact._compaction"
+    assert str(inspect.signature(fn)) == signature
+    assert inspect.isasyncgenfunction(fn) is generator
+    assert inspect.iscoroutinefunction(fn) is not generator
+    assert fn.__doc__.startswith("Same as google-adk") or fn.__doc__.startswith("Same as `")
+    # CPython checks the call against the form's own parameters.
+    with pytest.raises(TypeError, match=rf"^{name}\(\) got an unexpected keyword argument 'x'$"):
+        fn(x=1)
