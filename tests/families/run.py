@@ -118,7 +118,7 @@ def venv(release: str, built: pathlib.Path, tests: bool) -> pathlib.Path:
     if not python.exists():
         subprocess.run([str(uv), "venv", "-q", "--python", sys.executable, str(home)], check=True)
     install = [str(uv), "pip", "install", "-q", "--python", str(python)]
-    wanted = [f"google-adk=={release}", "rich>=13"]
+    wanted = [f"google-adk=={release}"]
     if tests:
         pinned = [
             line.split("#")[0].strip()
