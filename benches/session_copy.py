@@ -24,8 +24,8 @@ from collections.abc import Callable
 from typing import Any
 
 from adk_fastcompact import _native
-from adk_fastcompact._bench_store import _padded
-from adk_fastcompact._sessions import build_due_session
+from adk_fastcompact._tooling.bench_store import _padded
+from adk_fastcompact._tooling.sessions import build_due_session
 from google.adk.sessions.session import Session
 from google.adk.utils._model_copy import deep_copy_model
 

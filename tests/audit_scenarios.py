@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import adk_fastcompact
-from adk_fastcompact._audit import export_sessions
+from adk_fastcompact._tooling.audit import export_sessions
 from exact_llm import Ledger, TaggingLlm, event_tags, lookup, start_job
 from google.adk.agents.llm_agent import LlmAgent
 from google.adk.apps.app import App, EventsCompactionConfig

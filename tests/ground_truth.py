@@ -47,7 +47,7 @@ from typing import Any
 
 import adk_fastcompact
 from adk_fastcompact import _underway
-from adk_fastcompact._audit import export_sessions
+from adk_fastcompact._tooling.audit import export_sessions
 from google.adk.apps.app import App, EventsCompactionConfig
 from google.adk.apps.base_events_summarizer import BaseEventsSummarizer
 from google.adk.apps.llm_event_summarizer import LlmEventSummarizer

@@ -7,7 +7,8 @@ from typing import Any
 
 import adk_fastcompact as fc
 import pytest
-from adk_fastcompact import _native, _sessions
+from adk_fastcompact import _native
+from adk_fastcompact._tooling import sessions as _sessions
 from compare import ORIG_APPLY_REWINDS, ORIG_GET_COMPACTION_RANGES, ORIG_PROCESS, same_number
 from google.adk.apps.app import EventsCompactionConfig
 from google.adk.events.event import Event

@@ -27,8 +27,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from adk_fastcompact import _audit, _audit_stores, _families
-from adk_fastcompact._cli import main
+from adk_fastcompact import _families
+from adk_fastcompact._tooling import audit as _audit
+from adk_fastcompact._tooling import audit_stores as _audit_stores
+from adk_fastcompact._tooling.cli import main
 from audit_scenarios import (
     SESSION,
     USER,
@@ -737,7 +739,7 @@ def test_jobs_bounds_the_analysis_threads(stores: dict[str, Any]) -> None:
     # The threads the interpreter does not know of are rayon's workers.
     script = (
         "import os, sys, threading, time\n"
-        "from adk_fastcompact._cli import main\n"
+        "from adk_fastcompact._tooling.cli import main\n"
         "code = main(sys.argv[1:])\n"
         "# The audit's reader-side worker thread is joined; give the OS a\n"
         "# moment to reap it before counting.\n"
@@ -833,7 +835,7 @@ def test_the_console_script_points_at_the_command_line() -> None:
 
     entry_points = distribution("adk-fastcompact").entry_points
     scripts = {e.name: e.value for e in entry_points if e.group == "console_scripts"}
-    assert scripts == {"adk-fastcompact": "adk_fastcompact._cli:main"}
+    assert scripts == {"adk-fastcompact": "adk_fastcompact._tooling.cli:main"}
     with pytest.raises(SystemExit) as exit_:
         main(["bench", "--help"])
     assert exit_.value.code == 0

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from adk_fastcompact import _audit
+from adk_fastcompact._tooling import audit as _audit
 from exact_llm import TaggingLlm, lookup, start_job
 from google.adk.agents.llm_agent import LlmAgent
 from google.adk.agents.parallel_agent import ParallelAgent

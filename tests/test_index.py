@@ -20,7 +20,8 @@ from typing import Any
 
 import adk_fastcompact as fc
 import pytest
-from adk_fastcompact import _families, _native, _sessions
+from adk_fastcompact import _families, _native
+from adk_fastcompact._tooling import sessions as _sessions
 from compare import (
     ORIG_APPLY_REWINDS,
     ORIG_GET_COMPACTION_RANGES,
@@ -674,7 +675,8 @@ def test_prefetch_hints_are_given_where_the_layout_is_proved() -> None:
 
 _COLD_DECISIONS = (
     "import copy\n"
-    "from adk_fastcompact import _sessions, _native\n"
+    "from adk_fastcompact import _native\n"
+    "from adk_fastcompact._tooling import sessions as _sessions\n"
     "import adk_fastcompact as fc\n"
     "events = _sessions.build_session(3000, 7)\n"
     "due = _sessions.build_due_session(3000, 7)\n"

@@ -386,7 +386,7 @@ def test_the_bench_runs_on_the_installed_family() -> None:
     family install() accelerates and says which it measured; the rolled
     summary (exact mode's steady state) is timed only on exact mode's family.
     (It raised UnsupportedAdkVersionError on every other family.)"""
-    from adk_fastcompact import _bench
+    from adk_fastcompact._tooling import bench as _bench
 
     report = _bench.run_bench(sizes=[300], repeat=1, turns=[50])
     ops = {row["op"] for row in report.rows}
@@ -403,7 +403,8 @@ def test_a_warm_prompt_hands_out_the_summaries_it_built() -> None:
     caches each). Events of google-adk 1.x have no `node_info`, and the
     cache took no summary without one: every call on 1.34-1.39 built all
     its summaries again (the bench's warm prompt ratio there was 22x)."""
-    from adk_fastcompact import _native, _sessions
+    from adk_fastcompact import _native
+    from adk_fastcompact._tooling import sessions as _sessions
 
     events = _sessions.build_session(400, 3)
     handed = []

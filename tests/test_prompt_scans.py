@@ -207,7 +207,7 @@ def test_generated_sessions_get_google_adks_verdicts(
 
 
 def test_a_realistic_bench_session_gets_google_adks_verdicts(include: tuple[Any, Any]) -> None:
-    from adk_fastcompact._sessions import build_due_session
+    from adk_fastcompact._tooling.sessions import build_due_session
 
     events = build_due_session(300, 3)
     assert_same_verdicts(include, events, grid=((None, "a"), (None, "s"), (None, "wf@1"), THOUGHTS))

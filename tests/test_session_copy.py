@@ -204,7 +204,7 @@ def test_generated_sessions_copy_like_google_adk(generated: Any) -> None:
 
 
 def test_a_realistic_bench_session_copies_like_google_adk() -> None:
-    from adk_fastcompact._sessions import build_due_session
+    from adk_fastcompact._tooling.sessions import build_due_session
 
     assert_same_copy(_session(build_due_session(400, 3)))
 
@@ -501,7 +501,7 @@ async def _service_with(events: list[Event]) -> InMemorySessionService:
 
 
 def test_get_session_with_install_equals_google_adk_and_uninstall_restores() -> None:
-    from adk_fastcompact._sessions import build_due_session
+    from adk_fastcompact._tooling.sessions import build_due_session
 
     service = asyncio.run(_service_with(build_due_session(200, 1)))
     before = {cls: cls.__dict__.get("__deepcopy__") for cls in (Session, Event)}

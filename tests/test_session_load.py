@@ -20,7 +20,7 @@ from typing import Any
 import adk_fastcompact
 import pytest
 from adk_fastcompact import _native
-from adk_fastcompact._sessions import build_session
+from adk_fastcompact._tooling.sessions import build_session
 from google.adk.events.event import Event
 from google.adk.events.event_actions import EventActions
 from google.adk.sessions import sqlite_session_service

@@ -15,7 +15,8 @@ from typing import Any
 
 import pydantic
 import pytest
-from adk_fastcompact import _native, _sessions
+from adk_fastcompact import _native
+from adk_fastcompact._tooling import sessions as _sessions
 from google.adk.events.event import Event
 from strategies import random_session
 
@@ -150,7 +151,7 @@ def test_the_audit_bench_store_is_what_google_adks_service_loads(
     import sqlite3
     from contextlib import closing
 
-    from adk_fastcompact import _bench_store
+    from adk_fastcompact._tooling import bench_store as _bench_store
     from google.adk.sessions.sqlite_session_service import SqliteSessionService
 
     # Every sqlite3 connection opened while the store is written (its own,

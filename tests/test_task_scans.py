@@ -499,7 +499,7 @@ def test_generated_sessions_get_google_adks_answers(
 def test_a_realistic_bench_session_gets_google_adks_answers(
     scope: tuple[Any, Any], delegations: tuple[Any, Any]
 ) -> None:
-    from adk_fastcompact._sessions import build_due_session
+    from adk_fastcompact._tooling.sessions import build_due_session
 
     events = build_due_session(300, 3)
     assert_same_scopes(scope, [events])

@@ -71,7 +71,8 @@ _SMOKE = """
 import importlib.metadata, itertools, json, sys, sysconfig
 
 import adk_fastcompact as fc
-from adk_fastcompact import _native, _sessions
+from adk_fastcompact import _native
+from adk_fastcompact._tooling import sessions as _sessions
 from google.adk.apps import compaction
 from google.adk.events import _rewind_events
 from google.adk.flows.llm_flows.context import _compaction

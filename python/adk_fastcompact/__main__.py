@@ -1,8 +1,8 @@
-"""`python -m adk_fastcompact`: see `adk_fastcompact._cli`."""
+"""`python -m adk_fastcompact`: see `adk_fastcompact._tooling.cli`."""
 
 from __future__ import annotations
 
-from ._cli import main
+from ._tooling.cli import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -19,8 +19,11 @@ time, so they pick up any patch.
 
 from __future__ import annotations
 
+import ast
+import inspect
+import linecache
 import logging
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from contextvars import ContextVar
 from typing import Any
 
@@ -140,43 +143,8 @@ async def summarize_with(
         var.reset(token)
 
 
-async def run_compaction_for_sliding_window(
-    app: Any, session: Any, session_service: Any
-) -> AsyncGenerator[Event, None]:
-    """Same as `google.adk.apps.compaction._run_compaction_for_sliding_window`."""
-    async for event in _sliding_window(app, session, session_service, False):
-        yield event
-
-
-async def run_compaction_for_sliding_window_skippable(
-    app: Any, session: Any, session_service: Any, *, skip_token_compaction: bool = False
-) -> AsyncGenerator[Event, None]:
-    """Same as google-adk 2.10-2.11's `_run_compaction_for_sliding_window`,
-    whose caller may skip the token-threshold pass."""
-    async for event in _sliding_window(app, session, session_service, skip_token_compaction):
-        yield event
-
-
-async def run_compaction_for_sliding_window_appending(
-    app: Any, session: Any, session_service: Any, *, skip_token_compaction: bool = False
-) -> None:
-    """Same as google-adk 1.34-2.4's `_run_compaction_for_sliding_window`, a
-    coroutine that appends the summary itself."""
-    done = await _sliding_event(app, session, session_service, skip_token_compaction)
-    if done is None:
-        original = _reference.original("run_compaction_for_sliding_window")
-        skip = {"skip_token_compaction": True} if skip_token_compaction else {}
-        return await original(app, session, session_service, **skip)
-    summarized, compaction_event = done
-    if compaction_event:
-        await session_service.append_event(session=session, event=compaction_event)
-    if summarized:
-        logger.debug("Event compactor finished.")
-    return None
-
-
 async def _sliding_window(
-    app: Any, session: Any, session_service: Any, skip_token_compaction: bool
+    app: Any, session: Any, session_service: Any, skip_token_compaction: bool = False
 ) -> AsyncGenerator[Event, None]:
     done = await _sliding_event(app, session, session_service, skip_token_compaction)
     if done is None:
@@ -190,6 +158,24 @@ async def _sliding_window(
         logger.debug("Event compactor finished.")
     if compaction_event:
         yield compaction_event
+
+
+async def _sliding_appending(
+    app: Any, session: Any, session_service: Any, skip_token_compaction: bool = False
+) -> None:
+    """google-adk 1.34-2.4's sliding window, a coroutine that appends the
+    summary itself."""
+    done = await _sliding_event(app, session, session_service, skip_token_compaction)
+    if done is None:
+        original = _reference.original("run_compaction_for_sliding_window")
+        skip = {"skip_token_compaction": True} if skip_token_compaction else {}
+        return await original(app, session, session_service, **skip)
+    summarized, compaction_event = done
+    if compaction_event:
+        await session_service.append_event(session=session, event=compaction_event)
+    if summarized:
+        logger.debug("Event compactor finished.")
+    return None
 
 
 async def _sliding_event(
@@ -248,50 +234,6 @@ async def _sliding_event(
     return True, compaction_event
 
 
-async def run_compaction_for_token_threshold_config(
-    *,
-    config: Any,
-    session: Any,
-    session_service: Any,
-    agent: Any,
-    agent_name: str = "",
-    current_branch: str | None = None,
-    isolation_scope: str | None = None,
-) -> bool:
-    """Same as `google.adk.apps.compaction._run_compaction_for_token_threshold_config`."""
-    return await _token_threshold(
-        config=config,
-        session=session,
-        session_service=session_service,
-        agent=agent,
-        agent_name=agent_name,
-        current_branch=current_branch,
-        isolation_scope=isolation_scope,
-    )
-
-
-async def run_compaction_for_token_threshold_config_unscoped(
-    *,
-    config: Any,
-    session: Any,
-    session_service: Any,
-    agent: Any,
-    agent_name: str = "",
-    current_branch: str | None = None,
-) -> bool:
-    """Same as google-adk 2.12's `_run_compaction_for_token_threshold_config`
-    (no isolation scope: every event counts and is compacted)."""
-    return await _token_threshold(
-        config=config,
-        session=session,
-        session_service=session_service,
-        agent=agent,
-        agent_name=agent_name,
-        current_branch=current_branch,
-        isolation_scope=None,
-    )
-
-
 async def _token_threshold(
     *,
     config: Any,
@@ -300,7 +242,7 @@ async def _token_threshold(
     agent: Any,
     agent_name: str,
     current_branch: str | None,
-    isolation_scope: str | None,
+    isolation_scope: str | None = None,
 ) -> bool:
     scoped = _PROFILE.scoped
     # Where google-adk reads no scope, none is passed on.
@@ -373,6 +315,93 @@ async def _token_threshold(
         logger.debug("Token-threshold event compactor finished.")
         return True
     return False
+
+
+def _entry_point(
+    name: str, parameters: str, returns: str, run: Callable[..., Any], doc: str
+) -> Callable[..., Any]:
+    """google-adk's entry point `name` in one family's form: a function with
+    google-adk's parameter list (`parameters`, as its `def` writes them) and
+    return annotation, handing every argument by keyword to `run`; an async
+    generator that yields what `run` yields when `run` is one, else a
+    coroutine function returning what `run` returns.
+
+    CPython checks a call's arguments against the function's code object, so
+    each form is compiled from its parameter list (as `dataclasses` compiles
+    `__init__`): a wrong call raises the very `TypeError` google-adk's
+    function raises, and `inspect.signature` reads google-adk's parameters.
+    """
+    assert globals()[run.__name__] is run, run
+    declared = ast.parse(f"def _({parameters}): pass").body[0]
+    assert isinstance(declared, ast.FunctionDef)
+    arguments = declared.args
+    names = [a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)]
+    call = f"{run.__name__}({', '.join(f'{n}={n}' for n in names)})"
+    if inspect.isasyncgenfunction(run):
+        body = f"    async for event in {call}:\n        yield event\n"
+    else:
+        body = f"    return await {call}\n"
+    source = f"async def {name}({parameters}) -> {returns}:\n{body}"
+    filename = f"<adk_fastcompact entry point {name}>"
+    # compile() inherits this module's `from __future__ import annotations`:
+    # the annotations stay strings, as in the module's own functions.
+    code = compile(source, filename, "exec")
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    namespace: dict[str, Any] = {}
+    exec(code, globals(), namespace)
+    fn: Callable[..., Any] = namespace[name]
+    fn.__doc__ = doc
+    return fn
+
+
+# google-adk's parameter lists of its entry points, by the releases that
+# have them (`_patch` binds the form of the installed family's profile).
+_SLIDING = "app: Any, session: Any, session_service: Any"
+_SKIPPABLE = f"{_SLIDING}, *, skip_token_compaction: bool = False"
+_TOKEN = (
+    "*, config: Any, session: Any, session_service: Any, agent: Any, "
+    "agent_name: str = '', current_branch: str | None = None"
+)
+_SCOPED_TOKEN = f"{_TOKEN}, isolation_scope: str | None = None"
+
+run_compaction_for_sliding_window = _entry_point(
+    "run_compaction_for_sliding_window",
+    _SLIDING,
+    "AsyncGenerator[Event, None]",
+    _sliding_window,
+    "Same as `google.adk.apps.compaction._run_compaction_for_sliding_window`.",
+)
+run_compaction_for_sliding_window_skippable = _entry_point(
+    "run_compaction_for_sliding_window_skippable",
+    _SKIPPABLE,
+    "AsyncGenerator[Event, None]",
+    _sliding_window,
+    """Same as google-adk 2.10-2.11's `_run_compaction_for_sliding_window`,
+    whose caller may skip the token-threshold pass.""",
+)
+run_compaction_for_sliding_window_appending = _entry_point(
+    "run_compaction_for_sliding_window_appending",
+    _SKIPPABLE,
+    "None",
+    _sliding_appending,
+    """Same as google-adk 1.34-2.4's `_run_compaction_for_sliding_window`, a
+    coroutine that appends the summary itself.""",
+)
+run_compaction_for_token_threshold_config = _entry_point(
+    "run_compaction_for_token_threshold_config",
+    _SCOPED_TOKEN,
+    "bool",
+    _token_threshold,
+    "Same as `google.adk.apps.compaction._run_compaction_for_token_threshold_config`.",
+)
+run_compaction_for_token_threshold_config_unscoped = _entry_point(
+    "run_compaction_for_token_threshold_config_unscoped",
+    _TOKEN,
+    "bool",
+    _token_threshold,
+    """Same as google-adk 2.12's `_run_compaction_for_token_threshold_config`
+    (no isolation scope: every event counts and is compacted).""",
+)
 
 
 def seed_event(compaction_event: Event) -> Event:

@@ -3,7 +3,7 @@
 A family is a run of google-adk releases whose replaced functions (and the
 module-level helpers they reach) have identical code (`_fingerprint`).
 `tests/families/record.py` records every release's fingerprints in
-`_family_table.py`; `recognise()` fingerprints the installed google-adk the
+`_families.json` (package data); `recognise()` fingerprints the installed google-adk the
 same way and finds its family, so a release that leaves these functions
 alone is recognised with no new release of this package, and one that
 changes any of them is named function by function.
@@ -16,9 +16,10 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib.metadata
+import importlib.resources
+import json
 
 from . import _fingerprint
-from ._family_table import FAMILIES
 
 #: Our name -> google-adk's private name of every function this package
 #: may replace (which of them a family has is in its `locations`).
@@ -38,10 +39,17 @@ NAMES: dict[str, str] = {
 #: Releases before 1.34 (no pairing trim, or one before pending calls
 #: only) stay google-adk's own.
 PROFILES: dict[str, str] = {
+    # 1.34 to 2.2: 2.3's but the pairing trim truncates before pending calls
+    # and unresolved requests (1.34-1.39 differ from 2.0 only in guards for
+    # `event.actions` being None, which an Event's model never lets it be).
     "1.34.0": "2.0",
     "2.0.0": "2.0",
+    # 2.3 to 2.4: 2.5's decisions over every event (no rewinds yet), the
+    # sliding window a coroutine.
     "2.3.0": "2.3",
     "2.5.0": "2.5",
+    # 2.7 to 2.9: 2.10's decisions but the token count's (2.8-2.9 differ
+    # from 2.7 only in `_estimate_prompt_token_count`, which stays Python).
     "2.7.0": "2.7",
     "2.8.0": "2.7",
     "2.10.0": "2.10",
@@ -64,7 +72,8 @@ class Profile:
     #: summaries the compaction event's. Before, scopes are not read.
     scoped: bool
     #: `_recover_compacted_function_calls` matches a response to a call by
-    #: id alone (2.7 to 2.12), not to the latest preceding call (2.13).
+    #: id alone (before 2.13; google-adk has the function from 2.5), not to
+    #: the latest preceding call (2.13).
     recover_by_id: bool
     #: The pairing trim retries past provably dead calls (2.12 on).
     dead_calls: bool
@@ -94,105 +103,42 @@ class Profile:
     sliding_appends: bool
 
 
+#: The profile each rule is on from; every newer profile has it too.
+_ON_FROM: dict[str, str] = {
+    "self_contained": "2.3",
+    "rewinds": "2.5",
+    "attributed": "2.7",
+    "own_counts": "2.10",
+    "dead_calls": "2.12",
+    "priced": "2.12",
+    "scoped": "2.13",
+}
+
+#: The profile each rule is off from; every older profile has it.
+_OFF_FROM: dict[str, str] = {
+    "sliding_appends": "2.5",
+    "skip_token_compaction": "2.12",
+    "recover_by_id": "2.13",
+}
+
+
+def _release(profile: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in profile.split("."))
+
+
+def _flags(name: str) -> Profile:
+    """A profile's flags, from the release each rule starts or ends at."""
+    at = _release(name)
+    return Profile(
+        name,
+        **{rule: at >= _release(since) for rule, since in _ON_FROM.items()},
+        **{rule: at < _release(until) for rule, until in _OFF_FROM.items()},
+    )
+
+
+#: Every profile's flags, built once.
 _PROFILE_FLAGS: dict[str, Profile] = {
-    "2.13": Profile(
-        "2.13",
-        scoped=True,
-        recover_by_id=False,
-        dead_calls=True,
-        priced=True,
-        skip_token_compaction=False,
-        own_counts=True,
-        attributed=True,
-        rewinds=True,
-        self_contained=True,
-        sliding_appends=False,
-    ),
-    "2.12": Profile(
-        "2.12",
-        scoped=False,
-        recover_by_id=True,
-        dead_calls=True,
-        priced=True,
-        skip_token_compaction=False,
-        own_counts=True,
-        attributed=True,
-        rewinds=True,
-        self_contained=True,
-        sliding_appends=False,
-    ),
-    "2.10": Profile(
-        "2.10",
-        scoped=False,
-        recover_by_id=True,
-        dead_calls=False,
-        priced=False,
-        skip_token_compaction=True,
-        own_counts=True,
-        attributed=True,
-        rewinds=True,
-        self_contained=True,
-        sliding_appends=False,
-    ),
-    # 2.7 to 2.9: 2.10's decisions but the token count's (2.8-2.9 differ
-    # from 2.7 only in `_estimate_prompt_token_count`, which stays Python).
-    "2.7": Profile(
-        "2.7",
-        scoped=False,
-        recover_by_id=True,
-        dead_calls=False,
-        priced=False,
-        skip_token_compaction=True,
-        own_counts=False,
-        attributed=True,
-        rewinds=True,
-        self_contained=True,
-        sliding_appends=False,
-    ),
-    "2.5": Profile(
-        "2.5",
-        scoped=False,
-        recover_by_id=True,
-        dead_calls=False,
-        priced=False,
-        skip_token_compaction=True,
-        own_counts=False,
-        attributed=False,
-        rewinds=True,
-        self_contained=True,
-        sliding_appends=False,
-    ),
-    # 2.3 to 2.4: 2.5's decisions over every event (no rewinds yet), the
-    # sliding window a coroutine.
-    "2.3": Profile(
-        "2.3",
-        scoped=False,
-        recover_by_id=True,
-        dead_calls=False,
-        priced=False,
-        skip_token_compaction=True,
-        own_counts=False,
-        attributed=False,
-        rewinds=False,
-        sliding_appends=True,
-        self_contained=True,
-    ),
-    # 1.34 to 2.2: 2.3's but the pairing trim truncates before pending calls
-    # and unresolved requests (1.34-1.39 differ from 2.0 only in guards for
-    # `event.actions` being None, which an Event's model never lets it be).
-    "2.0": Profile(
-        "2.0",
-        scoped=False,
-        recover_by_id=True,
-        dead_calls=False,
-        priced=False,
-        skip_token_compaction=True,
-        own_counts=False,
-        attributed=False,
-        rewinds=False,
-        self_contained=False,
-        sliding_appends=True,
-    ),
+    name: _flags(name) for name in sorted(set(PROFILES.values()), key=_release)
 }
 
 
@@ -226,6 +172,7 @@ class Family:
 @functools.cache
 def families() -> tuple[Family, ...]:
     """Every recorded family, oldest first."""
+    recorded = importlib.resources.files(__package__).joinpath("_families.json").read_text()
     return tuple(
         Family(
             releases=tuple(f["releases"]),
@@ -233,7 +180,7 @@ def families() -> tuple[Family, ...]:
             prints={m: dict(p) for m, p in f["prints"].items()},
             binders=tuple(f["binders"]),
         )
-        for f in FAMILIES
+        for f in json.loads(recorded)["families"]
     )
 
 

@@ -6,7 +6,7 @@ are created through the service itself, and each event is stored as the
 service stores it (`Event.model_dump_json(exclude_none=True)` in
 `events.event_data`, with its id, invocation id and timestamp beside). The
 conversations are the bench's google-adk-written due sessions
-(`_sessions.build_due_session`), their tool responses padded to a realistic
+(`sessions.build_due_session`), their tool responses padded to a realistic
 size (records of several KB), `templates` distinct ones repeated across the
 sessions under their own session ids: the audit's work per session is that
 of a real one; writing 2,000 sessions through `append_event` would take
@@ -24,7 +24,7 @@ from pathlib import Path
 from google.adk.events.event import Event
 from google.adk.sessions.sqlite_session_service import SqliteSessionService
 
-from ._sessions import build_due_session
+from .sessions import build_due_session
 
 APP_NAME = "audit-bench"
 USER_ID = "user"

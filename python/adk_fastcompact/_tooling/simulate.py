@@ -7,7 +7,7 @@ whose root agent is an `LlmAgent` on `ScriptedLlm`: an in-process model that
 answers from a script drawn from ``random.Random(seed)`` before each turn.
 A turn is one user message: the model makes 0-3 tool steps (one call, or 2-3
 parallel calls in one response, to `FunctionTool`s answering with the
-multi-KB JSON of `_sessions`), then a text answer. Everything goes through
+multi-KB JSON of `sessions`), then a text answer. Everything goes through
 google-adk as a deployed app would: the Runner's `InMemorySessionService`
 hands each turn a deep copy of the session, `_get_contents` assembles every
 model request, and after each turn the Runner runs
@@ -67,8 +67,8 @@ from google.adk.tools.function_tool import FunctionTool
 from google.genai import types
 from pydantic import PrivateAttr
 
-from . import _native, _patch, _reference
-from ._sessions import (
+from .. import _native, _patch, _reference
+from .sessions import (
     AGENT_NAME,
     COMPACTION_INTERVAL,
     OVERLAP_SIZE,
@@ -324,7 +324,7 @@ TOOLS = (search_docs, query_database, get_weather, lookup_order, calculator)
 class Script:
     """The user messages and model responses, turn by turn, from a seed.
 
-    Their contents come in the classes `_sessions` gives a session's (the
+    Their contents come in the classes `sessions` gives a session's (the
     builder's `model_content` and `user_content`, drawn from `style_rng`):
     `ModelContent` for most responses, as google-adk's streaming aggregator
     builds them, some opening with a thought part; `UserContent` for about

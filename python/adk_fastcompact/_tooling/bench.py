@@ -51,9 +51,9 @@ active, since it calls google-adk's helpers, which then run ours. google-adk
 is switched between the two before each call, outside the clock.
 
 ``turn`` runs a scripted conversation through a real google-adk Runner, once
-with `install()` and once without (see `_simulate`), and reports the time per
+with `install()` and once without (see `simulate`), and reports the time per
 turn spent inside compaction and prompt filtering, averaged over the
-`_simulate.WINDOW` turns up to each checkpoint.
+`simulate.WINDOW` turns up to each checkpoint.
 
 Before any timing the two sides are compared once per size (same objects for
 rewinds and recovery, equal ranges, the same raw events and equal summaries
@@ -68,7 +68,7 @@ partly Python's. Every row carries `Row.declines`, the number of declines
 during its Rust-side calls, with their reasons: the timed calls, and on each
 operation's first row of a size (the first regime) the agreement check's
 call too; a turn row counts the turns since the previous checkpoint, all of
-them checked, the last `_simulate.WINDOW` timed. The CLI prints the counts
+them checked, the last `simulate.WINDOW` timed. The CLI prints the counts
 in a column and warns when any is not zero. The benchmark still runs: a
 decline is a slower answer, not a wrong one (the agreement checks say so).
 
@@ -95,8 +95,8 @@ from google.adk.events.event import Event
 from google.adk.sessions.in_memory_session_service import InMemorySessionService
 from google.adk.sessions.session import Session
 
-from . import _exact_mode, _families, _filtering, _native, _patch, _reference
-from ._sessions import (
+from .. import _exact_mode, _families, _filtering, _native, _patch, _reference
+from .sessions import (
     AGENT_NAME,
     COMPACTION_INTERVAL,
     MIN_DUE_EVENTS,
@@ -104,7 +104,7 @@ from ._sessions import (
     build_due_session,
     build_session,
 )
-from ._simulate import (
+from .simulate import (
     APP_NAME,
     DEFAULT_CHECKPOINTS,
     USER_ID,

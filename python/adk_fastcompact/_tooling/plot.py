@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ._bench import Report, Row
+    from .bench import Report, Row
 
 _SIZE_OPS = ("process+recover", "sliding_window", "token_threshold")
 _COLORS = {"python": "tab:blue", "rust": "tab:orange"}
@@ -28,7 +28,7 @@ def plot(report: Report, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from ._bench import total_declines
+    from .bench import total_declines
 
     rows = report.rows
     regimes = [r for r in ("cold", "warm") if any(row["regime"] == r for row in rows)]

@@ -53,9 +53,9 @@ from google.adk.tools.function_tool import FunctionTool
 from google.genai import types
 from pydantic import PrivateAttr
 
-from . import _patch, _reference
-from ._sessions import AGENT_NAME, COMPACTION_INTERVAL, OVERLAP_SIZE, _words
-from ._simulate import InstantSummarizer, ScriptedLlm, quiet, summary_event, timed
+from .. import _patch, _reference
+from .sessions import AGENT_NAME, COMPACTION_INTERVAL, OVERLAP_SIZE, _words
+from .simulate import InstantSummarizer, ScriptedLlm, quiet, summary_event, timed
 
 APP_NAME = "fastcompact_e2e"
 USER_ID = "user"

@@ -44,8 +44,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from . import _native
-from ._audit_stores import (
+from .. import _native
+from .audit_stores import (
     ORDER_STORED,
     ORDER_TIMESTAMP,
     ORDER_TIMESTAMP_ID,

@@ -4,7 +4,7 @@ adk-fastcompact, on a long session in each of google-adk's session services.
 What a user waits for is the whole turn: the service loading (or copying)
 the session, prompt assembly, the model call, the appends and compaction
 after the invocation. This regime times exactly that, wall to wall, on the
-app of `_e2e_app` (google-adk's real `Runner` and `LlmAgent`, a scripted
+app of `e2e_app` (google-adk's real `Runner` and `LlmAgent`, a scripted
 streaming-shaped model, a tool answering ~1 KB of records, sliding-window
 and token-threshold compaction both configured, an instant summarizer).
 
@@ -25,7 +25,7 @@ events google-adk's sliding window and token threshold wrote along the way.
 Each size is a snapshot of that one growth at the first turn boundary at or
 past it (so a size is reached within a turn's few events). Each service's
 store then receives the snapshot's events through the service's own
-`append_event` (`_e2e_stores.Store.grow_to`: copies, in order, on a session
+`append_event` (`e2e_stores.Store.grow_to`: copies, in order, on a session
 the service handed out), grown incrementally from one size to the next.
 
 Timing. For each service and size the grown store is copied twice (a deep
@@ -36,7 +36,7 @@ the growth went on with) are then run on both sides in alternation, who goes
 first alternating too: `--e2e-warmup` untimed turns, then `--e2e-turns` timed
 ones. Before each turn google-adk is switched (`install()`, or
 `_patch.unpatch()` back to google-adk's code, keeping the index), the
-timers are put in (`_e2e_app.instrument`) and the garbage collector runs; it
+timers are put in (`e2e_app.instrument`) and the garbage collector runs; it
 is off during the turn, as in the other regimes. The row reports the median
 wall milliseconds per turn of each side and their ratio, and where each
 side's turns go (mean milliseconds per turn): the service's `get_session`
@@ -71,9 +71,9 @@ from google.adk.sessions.in_memory_session_service import InMemorySessionService
 from google.adk.sessions.session import Session
 from rich.table import Table
 
-from . import _native, _patch
-from ._bench import BenchmarkMismatchError
-from ._e2e_app import (
+from .. import _native, _patch
+from .bench import BenchmarkMismatchError
+from .e2e_app import (
     APP_NAME,
     OTHER,
     PHASES,
@@ -87,8 +87,8 @@ from ._e2e_app import (
     run_turn,
     snapshot_request,
 )
-from ._e2e_stores import LABELS, LOCAL_SERVICES, POSTGRES_ENV, SERVICES, Store
-from ._simulate import no_gc
+from .e2e_stores import LABELS, LOCAL_SERVICES, POSTGRES_ENV, SERVICES, Store
+from .simulate import no_gc
 
 REGIME = "e2e"
 

@@ -3,13 +3,13 @@
 Subcommands:
   audit   find the events google-adk's compaction has hidden from every
           prompt, or put in one twice, in a real session store (a SQLite
-          file, a `sqlite://` URL, a JSON-lines export; see `_audit`).
+          file, a `sqlite://` URL, a JSON-lines export; see `audit`).
           Exit status 0 when nothing is hidden or duplicated, 1 when
           something is, 2 on a usage or store error.
   bench   time google-adk's pure-Python compaction bookkeeping (prompt
           filtering, the two compaction entry points, a Runner conversation)
-          against the Rust core, in one run (see `_bench`), and whole Runner
-          turns on each session service (the e2e regime, `_e2e`). Each row shows how
+          against the Rust core, in one run (see `bench`), and whole Runner
+          turns on each session service (the e2e regime, `e2e`). Each row shows how
           often the Rust core declined during its Rust-side calls, and a
           warning follows the table when any did: those rows' Rust timings
           are then partly google-adk's own code.
@@ -27,20 +27,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rich.console import Console
-from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TaskProgressColumn,
-    TextColumn,
-    TimeElapsedColumn,
-)
-from rich.table import Table
-
 if TYPE_CHECKING:
-    from ._bench import MemoryRow, Row
+    from rich.console import Console
+    from rich.table import Table
+
+    from .bench import MemoryRow, Row
+
+# rich is the `cli` extra's: the runtime never imports it, so this module
+# imports it where it draws (`main` checks for it first).
+MISSING_RICH = "adk-fastcompact's command line needs rich: pip install 'adk-fastcompact[cli]'"
 
 PROG = "python -m adk_fastcompact"
 CONSOLE_SCRIPT = "adk-fastcompact"
@@ -88,12 +83,12 @@ def _names(known: Sequence[str]) -> Callable[[str], list[str]]:
 
 
 def _parser(prog: str = PROG) -> argparse.ArgumentParser:
-    from . import _e2e
-    from ._bench import ALL_OPS, DEFAULT_SIZES, DEFAULT_TURNS, REGIMES
-    from ._e2e_stores import POSTGRES_ENV, SERVICES
-    from ._simulate import WINDOW
+    from . import e2e
+    from .bench import ALL_OPS, DEFAULT_SIZES, DEFAULT_TURNS, REGIMES
+    from .e2e_stores import POSTGRES_ENV, SERVICES
+    from .simulate import WINDOW
 
-    all_regimes = (*REGIMES, _e2e.REGIME)
+    all_regimes = (*REGIMES, e2e.REGIME)
 
     parser = argparse.ArgumentParser(
         prog=prog,
@@ -125,7 +120,7 @@ def _parser(prog: str = PROG) -> argparse.ArgumentParser:
         help=(
             "session sizes in events (default: "
             f"{','.join(map(str, DEFAULT_SIZES))} for cold and warm, "
-            f"{','.join(map(str, _e2e.DEFAULT_SIZES))} for e2e)"
+            f"{','.join(map(str, e2e.DEFAULT_SIZES))} for e2e)"
         ),
     )
     bench.add_argument(
@@ -159,12 +154,12 @@ def _parser(prog: str = PROG) -> argparse.ArgumentParser:
             f"to it (default: {','.join(map(str, DEFAULT_TURNS))})"
         ),
     )
-    e2e = bench.add_argument_group(
+    e2e_group = bench.add_argument_group(
         "e2e",
         "whole Runner.run_async turns of a streaming-shaped app with both compaction "
         "strategies, on a session grown once per size and copied per side",
     )
-    e2e.add_argument(
+    e2e_group.add_argument(
         "--services",
         type=_names(SERVICES),
         default=None,
@@ -174,25 +169,25 @@ def _parser(prog: str = PROG) -> argparse.ArgumentParser:
             "and postgres when there is a database URL)"
         ),
     )
-    e2e.add_argument(
+    e2e_group.add_argument(
         "--database-url",
         default=None,
         metavar="URL",
         help=f"PostgreSQL for postgres: postgresql+asyncpg://... (default: ${POSTGRES_ENV})",
     )
-    e2e.add_argument(
+    e2e_group.add_argument(
         "--e2e-turns",
         type=_positive_int,
-        default=_e2e.DEFAULT_TURNS,
+        default=e2e.DEFAULT_TURNS,
         metavar="N",
-        help=f"timed turns per side, service and size (default: {_e2e.DEFAULT_TURNS})",
+        help=f"timed turns per side, service and size (default: {e2e.DEFAULT_TURNS})",
     )
-    e2e.add_argument(
+    e2e_group.add_argument(
         "--e2e-warmup",
         type=_count,
-        default=_e2e.DEFAULT_WARMUP,
+        default=e2e.DEFAULT_WARMUP,
         metavar="N",
-        help=f"untimed turns per side first (default: {_e2e.DEFAULT_WARMUP})",
+        help=f"untimed turns per side first (default: {e2e.DEFAULT_WARMUP})",
     )
     bench.add_argument(
         "--seed", type=int, default=0, metavar="S", help="session and script seed (default: 0)"
@@ -311,6 +306,8 @@ def _audit_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser])
 
 
 def _error(console: Console, message: str) -> None:
+    from rich.markup import escape
+
     # One line, whatever the width: scripts and CI logs grep it.
     console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
 
@@ -319,7 +316,7 @@ def _export(args: argparse.Namespace, stderr: Console) -> str | None:
     """Writes `--service`'s sessions to `--export`; the problem, if any."""
     import asyncio
 
-    from . import _audit as audit
+    from . import audit
 
     if args.service is None or args.export is None:
         return "--service and --export go together"
@@ -347,8 +344,11 @@ def _export(args: argparse.Namespace, stderr: Console) -> str | None:
 
 
 def _audit(args: argparse.Namespace) -> int:
-    from . import _audit as audit
-    from ._analysis import _parallel_default
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
+
+    from .. import _analysis
+    from . import audit
 
     stderr = Console(stderr=True)
     if args.jobs is not None:
@@ -395,7 +395,7 @@ def _audit(args: argparse.Namespace) -> int:
                 report = audit.run_audit(
                     store,
                     settings,
-                    parallel=_parallel_default(),
+                    parallel=_analysis._parallel_default(),
                     progress=progress,
                     max_sessions=args.batch or audit.BATCH_SESSIONS,
                 )
@@ -442,7 +442,7 @@ def _cpu_model() -> str:
 
 def machine_line() -> str:
     """Platform, CPU, Python and package versions, for a report's footer."""
-    from . import __version__
+    from .. import __version__
 
     return (
         f"{platform.platform()}, {_cpu_model()}, {os.cpu_count()} CPUs, "
@@ -463,7 +463,7 @@ def declines_warning(rows: Sequence[Row]) -> str | None:
     same, but the row's Rust time is then partly Python's, and its speed-up
     understates the Rust core's (or hides that it was not used at all).
     """
-    from ._bench import total_declines
+    from .bench import total_declines
 
     total = total_declines(rows)
     if not total:
@@ -478,8 +478,10 @@ def declines_warning(rows: Sequence[Row]) -> str | None:
 
 
 def _table(rows: Sequence[Row]) -> Table:
-    from ._bench import HEADLINE
-    from ._simulate import WINDOW
+    from rich.table import Table
+
+    from .bench import HEADLINE
+    from .simulate import WINDOW
 
     turns = any("turn" in row for row in rows)
     regimes = {row["regime"] for row in rows}
@@ -542,6 +544,8 @@ def _table(rows: Sequence[Row]) -> Table:
 
 
 def _memory_table(rows: Sequence[MemoryRow]) -> Table:
+    from rich.table import Table
+
     table = Table(
         title="memory",
         caption=(
@@ -571,8 +575,11 @@ def _memory_table(rows: Sequence[MemoryRow]) -> Table:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from . import _e2e
-    from ._bench import (
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from . import e2e
+    from .bench import (
         DEFAULT_SIZES,
         BenchmarkMismatchError,
         Report,
@@ -583,18 +590,18 @@ def _bench(args: argparse.Namespace) -> int:
 
     stderr = Console(stderr=True)
     given = None if args.sizes is None else [size for sizes in args.sizes for size in sizes]
-    regimes = [regime for regime in args.regimes if regime != _e2e.REGIME]
-    run_e2e = _e2e.REGIME in args.regimes
-    e2e_sizes = given or list(_e2e.DEFAULT_SIZES)
-    url = _e2e.database_url(args.database_url)
-    services = args.services or _e2e.default_services(url)
+    regimes = [regime for regime in args.regimes if regime != e2e.REGIME]
+    run_e2e = e2e.REGIME in args.regimes
+    e2e_sizes = given or list(e2e.DEFAULT_SIZES)
+    url = e2e.database_url(args.database_url)
+    services = args.services or e2e.default_services(url)
     try:
         if regimes:
             select(
                 given or DEFAULT_SIZES, args.repeat, regimes=regimes, ops=args.ops, turns=args.turns
             )
         if run_e2e:
-            _e2e.check_selection(e2e_sizes, services, url, args.e2e_turns, args.e2e_warmup)
+            e2e.check_selection(e2e_sizes, services, url, args.e2e_turns, args.e2e_warmup)
     except ValueError as error:
         stderr.print(f"[bold red]error:[/] {error}")
         return 2
@@ -631,7 +638,7 @@ def _bench(args: argparse.Namespace) -> int:
                     turns=args.turns,
                 )
             e2e_rows = (
-                _e2e.run_e2e(
+                e2e.run_e2e(
                     e2e_sizes,
                     services,
                     url=url,
@@ -647,13 +654,13 @@ def _bench(args: argparse.Namespace) -> int:
         stderr.print(f"[bold red]benchmark aborted:[/] {error}")
         return 1
     if args.plot is not None and report.rows:
-        from ._plot import plot
+        from .plot import plot
 
         plot(report, args.plot)
         stderr.print(f"plot written to {args.plot}")
     warnings = [
         text
-        for text in (declines_warning(report.rows), _e2e.declines_warning(e2e_rows))
+        for text in (declines_warning(report.rows), e2e.declines_warning(e2e_rows))
         if text is not None
     ]
     if args.json:
@@ -681,7 +688,7 @@ def _bench(args: argparse.Namespace) -> int:
     if report.memory:
         stdout.print(_memory_table(report.memory))
     if e2e_rows:
-        stdout.print(_e2e.e2e_table(e2e_rows))
+        stdout.print(e2e.e2e_table(e2e_rows))
     for warning in warnings:
         stdout.print(warning, style="bold yellow", markup=False)
     stdout.print(machine_line(), style="dim")
@@ -690,6 +697,11 @@ def _bench(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs the command line; returns the process exit code."""
+    try:
+        import rich  # noqa: F401
+    except ImportError:
+        print(f"error: {MISSING_RICH}", file=sys.stderr)
+        return 2
     console_script = argv is None and Path(sys.argv[0]).name == CONSOLE_SCRIPT
     args = _parser(CONSOLE_SCRIPT if console_script else PROG).parse_args(argv)
     try:

@@ -36,7 +36,7 @@ from google.adk.sessions.database_session_service import DatabaseSessionService
 from google.adk.sessions.in_memory_session_service import InMemorySessionService
 from google.adk.sessions.sqlite_session_service import SqliteSessionService
 
-from ._e2e_app import APP_NAME, SESSION_ID, USER_ID
+from .e2e_app import APP_NAME, SESSION_ID, USER_ID
 
 SERVICES: tuple[str, ...] = ("memory", "sqlite", "database", "postgres")
 """Every service the regime knows, in report order."""
