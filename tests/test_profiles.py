@@ -119,3 +119,17 @@ def test_each_entry_point_form_has_its_families_signature(
     # CPython checks the call against the form's own parameters.
     with pytest.raises(TypeError, match=rf"^{name}\(\) got an unexpected keyword argument 'x'$"):
         fn(x=1)
+
+
+@pytest.mark.parametrize("name", list(PINNED))
+def test_each_profile_hands_the_native_selections_its_flags_once(name: str) -> None:
+    from adk_fastcompact import _native
+
+    profile = _families._PROFILE_FLAGS[name]
+    selection = ("scoped", "dead_calls", "priced", "own_counts", "rewinds", "self_contained")
+    assert profile.rules == _native.Rules(**{flag: getattr(profile, flag) for flag in selection})
+    assert profile.rules is profile.rules
+    # Each flag tells the rules apart.
+    for flag in selection:
+        flipped = {f: getattr(profile, f) for f in selection} | {flag: not getattr(profile, flag)}
+        assert profile.rules != _native.Rules(**flipped)

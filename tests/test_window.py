@@ -758,7 +758,7 @@ def test_the_latest_token_count_is_found_however_far_back(at: int, stop: int | N
                 actions=actions,
             )
         )
-    out = _native.token_threshold_selection(events, None, 4, "root", own_counts=PROFILE.own_counts)
+    out = _native.token_threshold_selection(events, None, 4, "root", rules=PROFILE.rules)
     assert out is not None
     count = out[2]
     if PROFILE.own_counts:

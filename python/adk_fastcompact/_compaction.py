@@ -194,11 +194,7 @@ async def _sliding_event(
             session.events,
             interval,
             overlap,
-            scoped=_PROFILE.scoped,
-            dead_calls=_PROFILE.dead_calls,
-            priced=_PROFILE.priced,
-            rewinds=_PROFILE.rewinds,
-            self_contained=_PROFILE.self_contained,
+            rules=_PROFILE.rules,
         )
     if selected is None:
         return None
@@ -261,12 +257,7 @@ async def _token_threshold(
             isolation_scope,
             config.event_retention_size,
             agent_name,
-            scoped=scoped,
-            dead_calls=_PROFILE.dead_calls,
-            priced=_PROFILE.priced,
-            own_counts=_PROFILE.own_counts,
-            rewinds=_PROFILE.rewinds,
-            self_contained=_PROFILE.self_contained,
+            rules=_PROFILE.rules,
         )
     if selected is None:
         original = _reference.original("run_compaction_for_token_threshold_config")

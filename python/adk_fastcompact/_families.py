@@ -18,6 +18,7 @@ import functools
 import importlib.metadata
 import importlib.resources
 import json
+from typing import Any
 
 from . import _fingerprint
 
@@ -101,6 +102,21 @@ class Profile:
     #: `_run_compaction_for_sliding_window` is a coroutine that appends the
     #: summary itself (before 2.5); from 2.5 an async generator yielding it.
     sliding_appends: bool
+
+    @functools.cached_property
+    def rules(self) -> Any:
+        """The flags the native selections read, as the frozen
+        `_native.Rules` they take (built once per profile)."""
+        from . import _native
+
+        return _native.Rules(
+            scoped=self.scoped,
+            dead_calls=self.dead_calls,
+            priced=self.priced,
+            own_counts=self.own_counts,
+            rewinds=self.rewinds,
+            self_contained=self.self_contained,
+        )
 
 
 #: The profile each rule is on from; every newer profile has it too.

@@ -17,6 +17,7 @@ from google.genai.types import Content
 __all__ = [
     "ContextFilter",
     "ExactSelection",
+    "Rules",
     "Selected",
     "TaskDelegations",
     "TaskScope",
@@ -712,6 +713,41 @@ class ExactSelection:
     coverage record over it reads (pass it to `exact_record`)."""
 
 @final
+class Rules:
+    """Where google-adk's families select differently, built once per profile
+    and given to `sliding_window` and `token_threshold_selection`.
+
+    Args:
+      scoped: Compact only events of no isolation scope (sliding window) or
+        of the asked scope (token threshold), as google-adk 2.13 does (before
+        2.13, every event).
+      dead_calls: Retry the pairing trim past provably dead calls (2.12 on;
+        before, the strict pass is the answer).
+      priced: Price the selection for `_is_range_worth_compacting` (2.12 on;
+        else `pricing` is None).
+      own_counts: The observed prompt token count is the agent's own, newer
+        than the newest compaction (2.10 on; before, the newest of any event).
+      rewinds: Leave rewound invocations out first (2.5 on; before, every
+        event is read).
+      self_contained: Trim the window to its longest self-contained prefix
+        (2.3 on; before, truncate it before pending function calls and
+        unresolved tool confirmation or auth requests of the session).
+    """
+
+    def __new__(
+        cls,
+        *,
+        scoped: bool = True,
+        dead_calls: bool = True,
+        priced: bool = True,
+        own_counts: bool = True,
+        rewinds: bool = True,
+        self_contained: bool = True,
+    ) -> Rules: ...
+    def __eq__(self, value: object, /) -> bool: ...
+    def __hash__(self) -> int: ...
+
+@final
 class Selected:
     """The filtered history of the live list a window selection handed out.
 
@@ -741,12 +777,7 @@ def sliding_window(
     events: object,
     compaction_interval: int,
     overlap_size: int,
-    *,
-    scoped: bool = True,
-    dead_calls: bool = True,
-    priced: bool = True,
-    rewinds: bool = True,
-    self_contained: bool = True,
+    rules: Rules | None = None,
 ) -> (
     tuple[
         list[Event],
@@ -762,17 +793,7 @@ def sliding_window(
       events: `session.events`.
       compaction_interval: New invocations that trigger a compaction.
       overlap_size: Earlier invocations the window reaches back.
-      scoped: Compact only events of no isolation scope, as google-adk 2.13
-        does (before 2.13, every event).
-      dead_calls: Retry the pairing trim past provably dead calls (2.12 on;
-        before, the strict pass is the answer).
-      priced: Price the window for `_is_range_worth_compacting` (2.12 on;
-        else `pricing` is None).
-      rewinds: Leave rewound invocations out first (2.5 on; before, every
-        event is read).
-      self_contained: Trim the window to its longest self-contained prefix
-        (2.3 on; before, truncate it before pending function calls and
-        unresolved tool confirmation or auth requests of the session).
+      rules: The family's `Rules` (None: google-adk 2.13's).
 
     Returns:
       `(events, events_to_compact, pricing, selected)`: the live unscoped
@@ -789,13 +810,7 @@ def token_threshold_selection(
     isolation_scope: str | None,
     event_retention_size: int,
     agent_name: str,
-    *,
-    scoped: bool = True,
-    dead_calls: bool = True,
-    priced: bool = True,
-    own_counts: bool = True,
-    rewinds: bool = True,
-    self_contained: bool = True,
+    rules: Rules | None = None,
 ) -> (
     tuple[
         list[Event],
@@ -815,15 +830,9 @@ def token_threshold_selection(
       isolation_scope: The scope compacted.
       event_retention_size: Raw events kept uncompacted at the tail.
       agent_name: Whose observed prompt token counts count (all when empty).
-      scoped: Count and compact only `isolation_scope`'s events, as
-        google-adk 2.13 does (before 2.13, every event; the scope unread).
-      dead_calls: As for `sliding_window`.
-      priced: As for `sliding_window`.
-      own_counts: The observed count is `agent_name`'s own and newer than
-        the newest compaction, as google-adk 2.10 on reads it (before, the
-        newest count of any event).
-      rewinds: As for `sliding_window`.
-      self_contained: As for `sliding_window`.
+      rules: The family's `Rules` (None: google-adk 2.13's); without
+        `scoped` every event counts (the scope unread), without `own_counts`
+        the newest count of any event (the agent unread).
 
     Returns:
       `(rewound_events, events, prompt_token_count, events_to_compact,

@@ -31,6 +31,7 @@ use pyo3::prelude::*;
 /// Adds the module's functions and `__version__`.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_class::<select::FamilyRules>()?;
     m.add_class::<select::Selected>()?;
     m.add_class::<coverage::ExactSelection>()?;
     m.add_class::<scans::ContextFilter>()?;

@@ -43,6 +43,83 @@ impl Selected {
     }
 }
 
+/// A family's selection rules (see `core::select::Rules`), built once per
+/// profile and handed to every selection; google-adk 2.13's by default.
+#[pyclass(frozen, name = "Rules", module = "adk_fastcompact._native")]
+pub struct FamilyRules(Rules);
+
+#[pymethods]
+impl FamilyRules {
+    #[new]
+    #[pyo3(signature = (
+        *, scoped = true, dead_calls = true, priced = true, own_counts = true, rewinds = true,
+        self_contained = true
+    ))]
+    fn new(
+        scoped: bool,
+        dead_calls: bool,
+        priced: bool,
+        own_counts: bool,
+        rewinds: bool,
+        self_contained: bool,
+    ) -> Self {
+        FamilyRules(Rules {
+            scoped,
+            dead_calls,
+            priced,
+            own_counts,
+            rewinds,
+            self_contained,
+        })
+    }
+
+    fn __repr__(&self) -> String {
+        let Rules {
+            scoped,
+            dead_calls,
+            priced,
+            own_counts,
+            rewinds,
+            self_contained,
+        } = self.0;
+        let flag = |b: bool| if b { "True" } else { "False" };
+        format!(
+            "Rules(scoped={}, dead_calls={}, priced={}, own_counts={}, rewinds={}, self_contained={})",
+            flag(scoped),
+            flag(dead_calls),
+            flag(priced),
+            flag(own_counts),
+            flag(rewinds),
+            flag(self_contained)
+        )
+    }
+
+    fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
+        other
+            .cast::<FamilyRules>()
+            .is_ok_and(|other| other.get().0 == self.0)
+    }
+
+    fn __hash__(&self) -> u64 {
+        let r = self.0;
+        [
+            r.scoped,
+            r.dead_calls,
+            r.priced,
+            r.own_counts,
+            r.rewinds,
+            r.self_contained,
+        ]
+        .iter()
+        .fold(0, |h, &b| h << 1 | u64::from(b))
+    }
+}
+
+/// The rules given, or google-adk 2.13's.
+fn rules_of(rules: Option<&Bound<'_, FamilyRules>>) -> Rules {
+    rules.map_or(Rules::LATEST, |r| r.get().0)
+}
+
 /// The objects at `at` (`None`: all of them), in a new list.
 fn objects_at<'py>(
     py: Python<'py>,
@@ -156,33 +233,17 @@ type SlidingOut<'py> = (
 /// empty content, flagged separately) and the latest surviving summary's
 /// compacted content.
 ///
-/// The family's rules (see [`Rules`]): `scoped`, `dead_calls`, `priced`
-/// (google-adk 2.13's by default; `pricing` is `None` when not priced).
+/// `rules`: the family's (google-adk 2.13's by default; `pricing` is
+/// `None` when not priced).
 #[pyfunction]
-#[pyo3(signature = (
-    events, compaction_interval, overlap_size,
-    *, scoped = true, dead_calls = true, priced = true, rewinds = true, self_contained = true
-))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (events, compaction_interval, overlap_size, rules = None))]
 pub fn sliding_window<'py>(
     events: &Bound<'py, PyAny>,
     compaction_interval: i64,
     overlap_size: i64,
-    scoped: bool,
-    dead_calls: bool,
-    priced: bool,
-    rewinds: bool,
-    self_contained: bool,
+    rules: Option<&Bound<'py, FamilyRules>>,
 ) -> PyResult<Option<SlidingOut<'py>>> {
-    let rules = Rules {
-        scoped,
-        dead_calls,
-        priced,
-        // The sliding window reads no count.
-        own_counts: true,
-        rewinds,
-        self_contained,
-    };
+    let rules = rules_of(rules);
     let run = || -> Extracted<SlidingOut<'py>> {
         let py = events.py();
         // google-adk validates these ranges; outside them its behaviour is its own.
@@ -280,35 +341,20 @@ type TokenOut<'py> = (
 /// `seed_compaction_event` when set; `pricing` is as for `sliding_window`,
 /// with the seed's timestamp priced first, as google-adk does.
 ///
-/// The family's rules as for `sliding_window`; without `scoped` every event
-/// counts and is compacted (`isolation_scope` unread).
+/// `rules` as for `sliding_window`; without `scoped` every event counts
+/// and is compacted (`isolation_scope` unread), without `own_counts` the
+/// count is any agent's (`agent_name` unread).
 #[pyfunction]
-#[pyo3(signature = (
-    events, isolation_scope, event_retention_size, agent_name,
-    *, scoped = true, dead_calls = true, priced = true, own_counts = true, rewinds = true,
-    self_contained = true
-))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (events, isolation_scope, event_retention_size, agent_name, rules = None))]
 pub fn token_threshold_selection<'py>(
     events: &Bound<'py, PyAny>,
     isolation_scope: &Bound<'py, PyAny>,
     event_retention_size: i64,
     agent_name: &Bound<'py, PyAny>,
-    scoped: bool,
-    dead_calls: bool,
-    priced: bool,
-    own_counts: bool,
-    rewinds: bool,
-    self_contained: bool,
+    rules: Option<&Bound<'py, FamilyRules>>,
 ) -> PyResult<Option<TokenOut<'py>>> {
-    let rules = Rules {
-        scoped,
-        dead_calls,
-        priced,
-        own_counts,
-        rewinds,
-        self_contained,
-    };
+    let rules = rules_of(rules);
+    let (scoped, own_counts) = (rules.scoped, rules.own_counts);
     let run = || -> Extracted<TokenOut<'py>> {
         let py = events.py();
         let Ok(retention) = usize::try_from(event_retention_size) else {
