@@ -496,3 +496,22 @@ proptest! {
         }
     }
 }
+
+/// `extend_prompt` on a plain example: raw events stamped in order extend,
+/// a compaction, an earlier stamp, a NaN stamp or an unusable last key do
+/// not.
+#[test]
+fn extend_prompt_takes_raw_events_stamped_in_order() {
+    let raw = EventView::at;
+    assert_eq!(extend_prompt(2.0, &[raw(2.0), raw(3.0)]), Some(3.0));
+    assert_eq!(extend_prompt(f64::NEG_INFINITY, &[raw(1.0)]), Some(1.0));
+    assert_eq!(extend_prompt(2.0, &[]), Some(2.0));
+    assert_eq!(extend_prompt(2.0, &[raw(3.0), raw(2.5)]), None);
+    assert_eq!(
+        extend_prompt(2.0, &[EventView::compacting(3.0, 0.0, 1.0)]),
+        None
+    );
+    assert_eq!(extend_prompt(2.0, &[raw(f64::NAN)]), None);
+    assert_eq!(extend_prompt(f64::NAN, &[]), None);
+    assert_eq!(extend_prompt(f64::INFINITY, &[]), None);
+}
