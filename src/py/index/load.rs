@@ -259,7 +259,7 @@ enum Pending {
 
 type Resolution<'py> = (Vec<Bound<'py, PyAny>>, Views, Vec<Slot>, Counters);
 
-pub(super) fn resolve<'py>(
+fn resolve<'py>(
     t: &mut Tracked,
     ex: &mut Extractor<'py>,
     list: &Bound<'py, PyList>,
