@@ -728,6 +728,23 @@ pub fn stored_record(
     Ok((record, plain_start, plain_end))
 }
 
+/// The last sort key of exact mode's [`prompt`] of some events once `tail`
+/// follows them, when that prompt is the last one (whose last key is
+/// `last`: `-inf` for an empty prompt) followed by the tail's events, raw,
+/// in tail order: when every tail event is a raw event stamped in order
+/// from `last` on. No compaction covers an event stored after it, so such
+/// events are uncovered and sort last. `None` when that does not hold (or
+/// `last` is NaN or `+inf`): the prompt must be computed.
+pub fn extend_prompt(last: f64, tail: &[EventView]) -> Option<f64> {
+    if !(last.is_finite() || last == f64::NEG_INFINITY) {
+        return None;
+    }
+    tail.iter().try_fold(last, |last, v| {
+        let in_order = v.compaction.is_none() && v.timestamp.is_finite() && v.timestamp >= last;
+        in_order.then_some(v.timestamp)
+    })
+}
+
 #[cfg(test)]
 #[path = "coverage_tests.rs"]
 mod tests;

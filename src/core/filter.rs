@@ -205,6 +205,39 @@ pub fn extend_with_compactions(
     in_order(keyed, coverage).ok()
 }
 
+/// How [`extend_filtered`] extended a filtered history.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Extended {
+    /// The tail's events followed the items, raw, in tail order.
+    Appended,
+    /// The items were computed anew from the last ones and the tail (it
+    /// held compactions, or events out of order or covered).
+    Merged,
+}
+
+/// Extends `items`, the filtered history of some events, and `extension`,
+/// what extending it needs, to those events followed by `tail` (numbered
+/// from `offset`): the tail appended raw where [`Extension::extend`]
+/// accepts it, else merged into the items by [`extend_with_compactions`]
+/// (`view_of` as there). `None` (both left as they were) when that
+/// declines: the history must be computed.
+pub fn extend_filtered(
+    items: &mut Vec<Item>,
+    extension: &mut Extension,
+    view_of: impl Fn(usize) -> EventView,
+    tail: &[EventView],
+    offset: usize,
+) -> Option<Extended> {
+    if extension.extend(tail) {
+        items.extend((offset..offset + tail.len()).map(Item::Raw));
+        return Some(Extended::Appended);
+    }
+    let (merged, next) = extend_with_compactions(items, view_of, tail, offset)?;
+    *items = merged;
+    *extension = next;
+    Some(Extended::Merged)
+}
+
 /// Indices of the compaction events whose summaries the filtered history
 /// holds, ascending: the order in which google-adk materializes them.
 pub fn summaries_in_creation_order(items: &[Item]) -> Vec<usize> {
@@ -428,6 +461,32 @@ mod tests {
         ];
         let out = process_compaction_events(&events).unwrap();
         assert_eq!(out, vec![Item::Summary(2), Item::Summary(4), Item::Raw(5)]);
+    }
+
+    #[test]
+    fn extending_appends_a_plain_tail_and_merges_a_compaction() {
+        let all = [
+            EventView::at(1.0),
+            EventView::at(2.0),
+            EventView::at(3.0),
+            EventView::compacting(4.0, 0.0, 2.0),
+            EventView::compacting(5.0, 0.0, f64::NAN),
+        ];
+        let view_of = |i: usize| all[i];
+        let (mut items, mut ext) = process_extensibly(&all[..2]).unwrap();
+        let how = extend_filtered(&mut items, &mut ext, view_of, &all[2..3], 2);
+        assert_eq!(how, Some(Extended::Appended));
+        assert_eq!(items, vec![Item::Raw(0), Item::Raw(1), Item::Raw(2)]);
+        let how = extend_filtered(&mut items, &mut ext, view_of, &all[3..4], 3);
+        assert_eq!(how, Some(Extended::Merged));
+        assert_eq!(items, vec![Item::Summary(3), Item::Raw(2)]);
+        // A NaN key declines and leaves both as they were.
+        assert_eq!(
+            extend_filtered(&mut items, &mut ext, view_of, &all[4..], 4),
+            None
+        );
+        assert_eq!(items, vec![Item::Summary(3), Item::Raw(2)]);
+        assert_eq!(ext.last_key(), 3.0);
     }
 
     #[test]

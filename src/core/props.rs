@@ -1,14 +1,16 @@
 //! Property tests of the core invariants, each against a direct (quadratic)
 //! restatement of what the function promises.
 
+use super::coverage::{self, extend_prompt};
 use super::event::{CompactionView, EventView, Sym};
+use super::exact::Extent;
 use super::filter::{
-    extend_with_compactions, presence_diff, process_compaction_events, process_extensibly,
-    Coverage, History, Item,
+    extend_filtered, extend_with_compactions, presence_diff, process_compaction_events,
+    process_extensibly, Coverage, Extended, History, Item,
 };
-use super::ranges::{compaction_ranges, survivors};
-use super::recover::{recover_compacted_function_calls, Calls, Recovered};
-use super::rewind::apply_rewinds;
+use super::ranges::{compaction_ranges, extend_ranges, survivors};
+use super::recover::{extend_quiet, recover_compacted_function_calls, Calls, Recovered};
+use super::rewind::{apply_rewinds, extend_kept};
 use proptest::prelude::*;
 
 /// Small integer timestamps make ties and containment frequent.
@@ -142,6 +144,25 @@ proptest! {
         let mut expected = apply_rewinds(&events);
         expected.extend(events.len()..all.len());
         prop_assert_eq!(apply_rewinds(&all), expected);
+    }
+
+    /// `extend_kept` extends exactly where that holds: its answer for any
+    /// tail is the result of the whole list, and it declines a tail with a
+    /// rewind.
+    #[test]
+    fn extending_kept_equals_recomputing(
+        events in prop::collection::vec(event(), 0..40),
+        tail in prop::collection::vec(event(), 0..8),
+    ) {
+        let mut all = events.clone();
+        all.extend_from_slice(&tail);
+        let mut kept: Vec<u32> = apply_rewinds(&events).iter().map(|&i| i as u32).collect();
+        let rewind = tail.iter().any(|e| e.rewind_before.is_some());
+        prop_assert_eq!(extend_kept(&mut kept, events.len(), &tail), !rewind);
+        if !rewind {
+            let whole: Vec<u32> = apply_rewinds(&all).iter().map(|&i| i as u32).collect();
+            prop_assert_eq!(kept, whole);
+        }
     }
 
     /// The presence diff of one more event: the items of the filtering
@@ -290,6 +311,106 @@ proptest! {
         };
         prop_assert_eq!(bits(&survivors(every)), bits(&expected));
         prop_assert_eq!(bits(&survivors(ranges)), bits(&expected));
+        let extended = extend_ranges(compaction_ranges(&events), events.len(), &tail);
+        prop_assert_eq!(bits(&extended), bits(&expected));
+    }
+
+    /// `extend_filtered` gives the filtering of the extended list wherever
+    /// that filtering succeeds, declines where it fails (a NaN sort key),
+    /// and keeps extending; it appends a tail of later, uncovered plain
+    /// events.
+    #[test]
+    fn extending_filtered_equals_recomputing(
+        events in prop::collection::vec(event(), 0..40),
+        tail in prop::collection::vec(event(), 0..8),
+        more in prop::collection::vec(event(), 0..8),
+        plain in prop::bool::ANY,
+    ) {
+        let Ok((mut items, mut ext)) = process_extensibly(&events) else {
+            return Ok(());
+        };
+        let last = ext.last_key();
+        let tail: Vec<EventView> = match plain {
+            true if last.is_finite() => tail
+                .iter()
+                .enumerate()
+                .map(|(k, e)| EventView { compaction: None, timestamp: 1000.0 + last + k as f64, ..*e })
+                .collect(),
+            _ => tail,
+        };
+        let mut all = events.clone();
+        all.extend_from_slice(&tail);
+        let view_of = |all: &[EventView]| {
+            let all = all.to_vec();
+            move |i: usize| all[i]
+        };
+        let how = extend_filtered(&mut items, &mut ext, view_of(&events), &tail, events.len());
+        let full = process_compaction_events(&all);
+        prop_assert_eq!(how.is_some(), full.is_ok());
+        if plain && last.is_finite() {
+            prop_assert_eq!(how, Some(Extended::Appended));
+        }
+        let Ok(expected) = full else {
+            return Ok(());
+        };
+        prop_assert_eq!(&items, &expected);
+        let n = all.len();
+        all.extend_from_slice(&more);
+        match extend_filtered(&mut items, &mut ext, view_of(&all), &more, n) {
+            Some(_) => prop_assert_eq!(Ok(items), process_compaction_events(&all)),
+            None => prop_assert!(process_compaction_events(&all).is_err()),
+        }
+    }
+
+    /// `extend_prompt` extends exact mode's prompt only where the prompt of
+    /// the extended list is the last one followed by the tail, raw, with
+    /// the new last key; and it does for raw events stamped in order.
+    #[test]
+    fn extending_the_exact_prompt_equals_recomputing(
+        events in prop::collection::vec(event(), 0..30),
+        tail in prop::collection::vec(event(), 0..8),
+        in_order in prop::bool::ANY,
+    ) {
+        let extents: Vec<Extent> = events
+            .iter()
+            .enumerate()
+            .filter_map(|(at, e)| {
+                let (start, end) = e.compaction.and_then(|c| c.bounds())?;
+                (start.is_finite() && end.is_finite()).then(|| Extent::new(at, start, end, Vec::new()))
+            })
+            .collect();
+        let prompt = |events: &[EventView]| {
+            let cov = coverage::Coverage::new(events, extents.clone());
+            let items = coverage::prompt(events, &cov);
+            let key = |item: &Item| match *item {
+                Item::Raw(i) => events[i].timestamp,
+                Item::Summary(at) => cov.extent_at(at).map_or(f64::NAN, |x| x.end),
+            };
+            let last = items.last().map_or(f64::NEG_INFINITY, key);
+            (items, last)
+        };
+        let (before, last) = prompt(&events);
+        let tail: Vec<EventView> = match in_order {
+            true if last.is_finite() || last == f64::NEG_INFINITY => tail
+                .iter()
+                .enumerate()
+                .map(|(k, e)| EventView { compaction: None, timestamp: last.max(0.0) + k as f64, ..*e })
+                .collect(),
+            _ => tail,
+        };
+        let mut all = events.clone();
+        all.extend_from_slice(&tail);
+        let extended = extend_prompt(last, &tail);
+        if in_order && (last.is_finite() || last == f64::NEG_INFINITY) {
+            prop_assert!(extended.is_some());
+        }
+        if let Some(next) = extended {
+            let (after, whole_last) = prompt(&all);
+            let mut expected = before.clone();
+            expected.extend((events.len()..all.len()).map(Item::Raw));
+            prop_assert_eq!(after, expected);
+            prop_assert_eq!(next.to_bits(), whole_last.to_bits());
+        }
     }
 
     /// What the index's recovery memo relies on: when `Calls` says the
@@ -316,6 +437,41 @@ proptest! {
         }
     }
 
+    /// `extend_quiet` finds the listed tail events by identity, in order,
+    /// and answers as `Calls::extend` does: where it extends, recovery on
+    /// the extended lists re-injects nothing; it declines a listed event
+    /// out of order.
+    #[test]
+    fn extending_a_quiet_recovery_re_injects_nothing(
+        spec in prop::collection::vec((0u8..10, prop::collection::vec(0u32..5, 0..3), prop::collection::vec(0u32..5, 0..3)), 0..25),
+        keep in prop::collection::vec(prop::bool::weighted(0.7), 25),
+        cut in 0usize..25,
+        swap in prop::bool::ANY,
+    ) {
+        let (source, ids) = calls_and_responses(&spec);
+        let cut = cut.min(source.len());
+        let present = &keep[..source.len()];
+        let Some(mut calls) = Calls::of(&source[..cut], &present[..cut], &ids) else {
+            return Ok(());
+        };
+        let tail = &source[cut..];
+        let mut listed: Vec<u64> = tail.iter().zip(&present[cut..]).filter(|(_, p)| **p).map(|(e, _)| e.ident).collect();
+        if swap && listed.len() >= 2 {
+            listed.swap(0, 1);
+            prop_assert_eq!(extend_quiet(&mut calls, tail, listed, &ids), None);
+            return Ok(());
+        }
+        let mut alone = Calls::of(&source[..cut], &present[..cut], &ids).unwrap();
+        let accepts = alone.extend(tail, &present[cut..], &ids);
+        let extended = extend_quiet(&mut calls, tail, listed, &ids);
+        prop_assert_eq!(extended.is_some(), accepts);
+        if let Some(p) = extended {
+            prop_assert_eq!(&p[..], &present[cut..]);
+            let kept: Vec<EventView> = source.iter().zip(present).filter(|(_, k)| **k).map(|(e, _)| *e).collect();
+            prop_assert_eq!(recover_compacted_function_calls(&kept, &source, &ids).unwrap(), None);
+        }
+    }
+
     #[test]
     fn recovery_keeps_every_event_in_order(
         spec in prop::collection::vec((0u8..10, prop::collection::vec(0u32..4, 0..3), prop::collection::vec(0u32..4, 0..3)), 0..25),
@@ -339,4 +495,23 @@ proptest! {
             }
         }
     }
+}
+
+/// `extend_prompt` on a plain example: raw events stamped in order extend,
+/// a compaction, an earlier stamp, a NaN stamp or an unusable last key do
+/// not.
+#[test]
+fn extend_prompt_takes_raw_events_stamped_in_order() {
+    let raw = EventView::at;
+    assert_eq!(extend_prompt(2.0, &[raw(2.0), raw(3.0)]), Some(3.0));
+    assert_eq!(extend_prompt(f64::NEG_INFINITY, &[raw(1.0)]), Some(1.0));
+    assert_eq!(extend_prompt(2.0, &[]), Some(2.0));
+    assert_eq!(extend_prompt(2.0, &[raw(3.0), raw(2.5)]), None);
+    assert_eq!(
+        extend_prompt(2.0, &[EventView::compacting(3.0, 0.0, 1.0)]),
+        None
+    );
+    assert_eq!(extend_prompt(2.0, &[raw(f64::NAN)]), None);
+    assert_eq!(extend_prompt(f64::NAN, &[]), None);
+    assert_eq!(extend_prompt(f64::INFINITY, &[]), None);
 }

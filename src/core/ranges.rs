@@ -83,6 +83,29 @@ pub fn survivors(mut ranges: Vec<CompactionRange>) -> Vec<CompactionRange> {
     ranges
 }
 
+/// The compaction ranges of some events followed by `tail` (numbered from
+/// `offset`), from `ranges`, those of the events alone: the tail's ranges
+/// appended, then their [`survivors`] (the same as those of every range).
+/// An empty tail changes nothing.
+pub fn extend_ranges(
+    mut ranges: Vec<CompactionRange>,
+    offset: usize,
+    tail: &[EventView],
+) -> Vec<CompactionRange> {
+    if tail.is_empty() {
+        return ranges;
+    }
+    ranges.extend(tail.iter().enumerate().filter_map(|(k, v)| {
+        let (start, end) = v.compaction.and_then(|c| c.bounds())?;
+        Some(CompactionRange {
+            index: offset + k,
+            start,
+            end,
+        })
+    }));
+    survivors(ranges)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -140,6 +163,18 @@ mod tests {
         no_end.compaction.as_mut().unwrap().end = None;
         let events = vec![no_content, no_end, compaction(1.0, 2.0)];
         assert_eq!(indices(&events), vec![2]);
+    }
+
+    #[test]
+    fn extending_appends_the_tail_ranges_and_keeps_the_survivors() {
+        let events = vec![compaction(1.0, 2.0), compaction(5.0, 6.0)];
+        let tail = vec![EventView::at(7.0), compaction(0.0, 3.0)];
+        let extended = extend_ranges(compaction_ranges(&events), 2, &tail);
+        let indices: Vec<usize> = extended.iter().map(|r| r.index).collect();
+        // The tail's range (at 2 + 1) holds the first; the second stays.
+        assert_eq!(indices, vec![1, 3]);
+        let none = extend_ranges(compaction_ranges(&events), 2, &[]);
+        assert_eq!(none, compaction_ranges(&events));
     }
 
     #[test]

@@ -96,6 +96,28 @@ impl Calls {
     }
 }
 
+/// Whether recovery, which re-injected nothing on a source and its
+/// filtered list (`calls` of that source, see [`Calls::of`]), again
+/// re-injects nothing once `tail` is appended to the source and `listed` to
+/// the filtered list (by `ident`): when the listed events are tail events
+/// in tail order and [`Calls::extend`] accepts them. Returns which tail
+/// events are listed (`calls` extended), or `None` (`calls` as it was).
+pub fn extend_quiet(
+    calls: &mut Calls,
+    tail: &[EventView],
+    listed: impl IntoIterator<Item = u64>,
+    ids: &[Sym],
+) -> Option<Vec<bool>> {
+    let mut present = vec![false; tail.len()];
+    let mut cursor = 0;
+    for ident in listed {
+        let k = tail[cursor..].iter().position(|v| v.ident == ident)?;
+        present[cursor + k] = true;
+        cursor += k + 1;
+    }
+    calls.extend(tail, &present, ids).then_some(present)
+}
+
 /// Whether a response in `events` belongs to a call event that `events`
 /// lacks: the only case in which anything is re-injected. Tracks only the
 /// call ids `events` responds to, so the usual answer (no) costs one pass
@@ -301,6 +323,28 @@ fn replaces(source: &[EventView], j: usize, existing: Option<usize>) -> Result<b
 pub(crate) mod tests {
     use super::*;
     use crate::core::event::Span;
+
+    #[test]
+    fn extending_a_quiet_recovery_takes_listed_tail_events_in_order() {
+        // A call (id 1) answered later; the source's first event listed.
+        let (source, ids) = build(&[(10, 1.0, &[], &[])]);
+        let mut calls = Calls::of(&source, &[true], &ids).unwrap();
+        let (tail, ids) = build(&[(11, 2.0, &[1], &[]), (12, 3.0, &[], &[1])]);
+        // The response listed without its call: something is re-injected.
+        assert_eq!(extend_quiet(&mut calls, &tail, [12], &ids), None);
+        // Out of tail order, or not a tail event: declined.
+        assert_eq!(extend_quiet(&mut calls, &tail, [12, 11], &ids), None);
+        assert_eq!(extend_quiet(&mut calls, &tail, [10], &ids), None);
+        // Both listed, in order: nothing re-injected.
+        let present = extend_quiet(&mut calls, &tail, [11, 12], &ids);
+        assert_eq!(present, Some(vec![true, true]));
+        // Neither listed: the call is absent, its response too.
+        let (more, ids) = build(&[(13, 4.0, &[2], &[]), (14, 5.0, &[], &[2])]);
+        assert_eq!(
+            extend_quiet(&mut calls, &more, [], &ids),
+            Some(vec![false, false])
+        );
+    }
 
     /// Builds views with calls/responses from (ident, ts, calls, responses)
     /// (also the property tests' builder).

@@ -40,6 +40,18 @@ pub fn apply_rewinds(events: &[EventView]) -> Vec<usize> {
     kept
 }
 
+/// Extends `kept`, the result of [`apply_rewinds`] on some events, to them
+/// followed by `tail` (numbered from `offset`), when no tail event carries a
+/// rewind: nothing before them changes and they all stay. `false` (and
+/// `kept` untouched) when one does: the result must be computed.
+pub fn extend_kept(kept: &mut Vec<u32>, offset: usize, tail: &[EventView]) -> bool {
+    if tail.iter().any(|v| v.rewind_before.is_some()) {
+        return false;
+    }
+    kept.extend(offset as u32..(offset + tail.len()) as u32);
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -89,6 +101,16 @@ mod tests {
         // is at index 1: everything from there is dropped.
         let events = vec![ev(1, None), ev(2, None), ev(2, Some(2)), ev(3, None)];
         assert_eq!(apply_rewinds(&events), vec![0, 3]);
+    }
+
+    #[test]
+    fn extending_keeps_a_tail_without_rewinds_and_declines_one_with() {
+        let events = vec![ev(1, None), ev(2, None), ev(3, Some(2))];
+        let mut kept: Vec<u32> = apply_rewinds(&events).iter().map(|&i| i as u32).collect();
+        assert!(extend_kept(&mut kept, 3, &[ev(4, None), ev(4, None)]));
+        assert_eq!(kept, vec![0, 3, 4]);
+        assert!(!extend_kept(&mut kept, 5, &[ev(5, None), ev(6, Some(1))]));
+        assert_eq!(kept, vec![0, 3, 4]);
     }
 
     #[test]

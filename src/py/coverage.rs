@@ -9,11 +9,12 @@
 use super::error::{finish, Extracted, Outcome};
 use super::extract::Extractor;
 use super::filter::materialize;
-use super::index::Reading;
-use super::index::{
-    count_exact_extended, encode_item, exact_again, exact_prefix, exact_prompt_again, load,
-    ExactAnswer, ExactAsked, ForRecord, Loaded, SeedParts, WrittenOver,
+use super::index::load::{load, Loaded, Reading};
+use super::index::memos::exact::{
+    count_exact_extended, exact_again, exact_prefix, exact_prompt_again, ExactAnswer, ExactAsked,
+    ForRecord, SeedParts, WrittenOver,
 };
+use super::index::memos::filter::encode_item;
 use super::prefetch::holds_exactly;
 use super::read::text;
 use super::scratch::Views;

@@ -2,7 +2,8 @@
 
 use super::error::{finish, Extracted, Outcome};
 use super::extract::Extractor;
-use super::index::{filter_again, load, Loaded};
+use super::index::load::{load, Loaded};
+use super::index::memos::filter::filter_again;
 use super::read::request_content;
 use super::select::Selected;
 use super::summary;

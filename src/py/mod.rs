@@ -53,7 +53,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(coverage::exact_token_threshold, m)?)?;
     m.add_function(wrap_pyfunction!(index::index_clear, m)?)?;
     m.add_function(wrap_pyfunction!(index::index_configure, m)?)?;
-    m.add_function(wrap_pyfunction!(index::index_copied, m)?)?;
+    m.add_function(wrap_pyfunction!(index::copies::index_copied, m)?)?;
     m.add_function(wrap_pyfunction!(index::index_stats, m)?)?;
     m.add_function(wrap_pyfunction!(rewind::apply_rewinds, m)?)?;
     m.add_function(wrap_pyfunction!(rows::stored_event, m)?)?;

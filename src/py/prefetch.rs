@@ -141,21 +141,22 @@ pub(crate) fn holds_exactly(list: &Bound<'_, PyList>, objects: &[Py<PyAny>]) -> 
     }
 }
 
-/// The items of `list` where `wanted` says so, each a new reference (their
-/// loads started some wanted items ahead), and each position's place among
-/// them (`u32::MAX` where not wanted).
+/// The items of `list` at `picked` (increasing positions; those past the
+/// list's end left out), each a new reference (their loads started some
+/// picked items ahead), and each position's place among them (`u32::MAX`
+/// where not picked).
 pub(crate) fn list_items_where<'py>(
     list: &Bound<'py, PyList>,
-    wanted: &[bool],
+    picked: &[usize],
 ) -> (Vec<Bound<'py, PyAny>>, Vec<u32>) {
     const AHEAD: usize = 16;
     let py = list.py();
-    let n = list.len().min(wanted.len());
+    let n = list.len();
     let item = |i: usize| -> *mut ffi::PyObject {
         // SAFETY: as in `list_items`: a live list, `i` below its length.
         unsafe { ffi::PyList_GetItem(list.as_ptr(), i as ffi::Py_ssize_t) }
     };
-    let picked: Vec<usize> = (0..n).filter(|&i| wanted[i]).collect();
+    let picked = &picked[..picked.partition_point(|&i| i < n)];
     for &i in picked.iter().take(AHEAD) {
         object(item(i));
     }

@@ -2,7 +2,8 @@
 
 use super::error::{finish, Extracted};
 use super::extract::Extractor;
-use super::index::{load, ranges_again};
+use super::index::load::load;
+use super::index::memos::ranges::ranges_again;
 use crate::core::event::Need;
 use crate::core::guarded;
 use crate::core::hash::FastMap;

@@ -2,7 +2,9 @@
 
 use super::error::{finish, Extracted};
 use super::extract::Extractor;
-use super::index::{load_source, recover_again, recover_same, SUMMARY_BIT};
+use super::index::load::load_source;
+use super::index::memos::filter::SUMMARY_BIT;
+use super::index::memos::recovery::{recover_again, recover_same};
 use crate::core::event::Need;
 use crate::core::guarded;
 use crate::core::hash::FastMap;

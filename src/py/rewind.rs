@@ -2,7 +2,8 @@
 
 use super::error::{finish, Extracted, Outcome};
 use super::extract::Extractor;
-use super::index::{load, rewinds_again};
+use super::index::load::load;
+use super::index::memos::rewinds::rewinds_again;
 use crate::core::event::Need;
 use crate::core::guarded;
 use crate::core::rewind;

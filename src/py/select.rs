@@ -4,7 +4,8 @@
 
 use super::error::{finish, Extracted, Outcome};
 use super::extract::Extractor;
-use super::index::{load, selection_again, Reading};
+use super::index::load::{load, Reading};
+use super::index::memos::selection::selection_again;
 use super::prefetch::{holds_exactly, list_items};
 use super::read::{request_content, text};
 use crate::core::filter::{History, Item};

@@ -1,217 +1,20 @@
 //! Deep copies of bound events (`index_copied`): binding them to their
-//! source's slots, holding them while their session copy lives, and moving
-//! the last results onto the copy.
+//! source's slots, reading sources known by id only (`adopt`), and moving
+//! the remembered results onto the copy (`carry`).
 
-use super::*;
-
-/// The deep copies of one `index_copied` call, held strongly while the
-/// session copy they belong to lives: an address can only be reused after
-/// its object is freed, so while the holder is alive an object at a bound
-/// copy's address is that copy, with no weak reference per event. The
-/// holder is the callback of a weak reference to the copied session, so it
-/// lets go of the copies when the session copy dies (during its
-/// deallocation, where the copies would be freed anyway; not in our next
-/// call).
-#[pyclass(frozen)]
-pub(super) struct CopyHolder {
-    objects: Mutex<Vec<Py<PyAny>>>,
-    pub(super) alive: AtomicBool,
-    /// The session's `Tracked::deaths`, bumped when the copies are let go.
-    deaths: Arc<AtomicU64>,
-    /// The weak reference to the session copy, kept so the callback runs
-    /// (CPython drops its reference to the callback once it ran).
-    session: Mutex<Option<Py<PyAny>>>,
-}
-
-impl CopyHolder {
-    pub(super) fn memory_bytes(&self) -> usize {
-        let objects = self.objects.lock().map(|v| v.capacity()).unwrap_or(0);
-        std::mem::size_of::<Self>() + objects * std::mem::size_of::<Py<PyAny>>() + 64
-    }
-}
-
-#[pymethods]
-impl CopyHolder {
-    fn __call__(&self, _weak: &Bound<'_, PyAny>) {
-        self.alive.store(false, Ordering::Release);
-        self.deaths.fetch_add(1, Ordering::AcqRel);
-        let objects = match self.objects.lock() {
-            Ok(mut v) => std::mem::take(&mut *v),
-            Err(p) => std::mem::take(&mut *p.into_inner()),
-        };
-        // The weak reference has fired: of no further use.
-        let session = match self.session.lock() {
-            Ok(mut w) => w.take(),
-            Err(p) => p.into_inner().take(),
-        };
-        // Released with no lock held: freeing them may run callbacks.
-        drop(objects);
-        drop(session);
-    }
-}
-
-/// The callback of a cached summary's weak reference to its compaction
-/// event: when that event dies (a superseded session copy's, usually), the
-/// summary goes with it, so what it holds (the copy's `actions` and
-/// content) is freed with the copy and not by our next call. Skipped when
-/// the registry is busy or the index checked out (the entry is then
-/// replaced by the next call that builds the summary anew).
-#[pyclass(frozen)]
-pub(super) struct Reaper {
-    pub(super) key: Box<str>,
-    pub(super) slot: Slot,
-}
-
-#[pymethods]
-impl Reaper {
-    fn __call__(&self, weak: &Bound<'_, PyAny>) {
-        let taken =
-            match REGISTRY.try_lock() {
-                Ok(mut reg) => reg.sessions.get_mut(&self.key).and_then(|t| {
-                    match t.summaries.get(&self.slot) {
-                        Some(s) if s.origin.as_ptr() == weak.as_ptr() => {
-                            t.summaries.remove(&self.slot)
-                        }
-                        _ => None,
-                    }
-                }),
-                Err(_) => None,
-            };
-        // Dropped with the registry unlocked: freeing it may run callbacks.
-        drop(taken);
-    }
-}
-
-/// The callback of the weak references to a session's weakly bound objects:
-/// counts their deaths (`Tracked::deaths`). Only an atomic is touched: it
-/// runs during deallocations, with or without the registry locked.
-#[pyclass(frozen)]
-pub(super) struct Obituary {
-    pub(super) deaths: Arc<AtomicU64>,
-}
-
-#[pymethods]
-impl Obituary {
-    fn __call__(&self, _weak: &Bound<'_, PyAny>) {
-        self.deaths.fetch_add(1, Ordering::AcqRel);
-    }
-}
-
-/// A new weak reference to `obj` whose callback is `callback`.
-pub(super) fn weak_ref_with(
-    obj: &Bound<'_, PyAny>,
-    callback: &Bound<'_, PyAny>,
-) -> PyResult<Py<PyAny>> {
-    new_weak_ref(obj, callback.as_ptr())
-}
-
-/// Moves the last rewinds and recovery results onto a session copy: when
-/// the copies at their positions in `new` (the session's list, which both
-/// took as their source) were just bound (by holder `holder`) to their
-/// slots, they name those copies instead (same slots, same stored views, so
-/// the same results; recovery names its summaries by slot), and the
-/// invocation's first calls are answered from them.
-fn carry_positional(t: &mut Tracked, new: &Bound<'_, PyList>, holder: u32) {
-    let generation = t.generation;
-    let carried = |seen: &Seen| {
-        (seen.generation == generation)
-            .then(|| seen.with(|_, slots| copies_at(t, new, slots, holder)))
-            .flatten()
-    };
-    let rewinds = t.rewinds.as_ref().and_then(|m| carried(&m.seen));
-    let recovered = t.recovered.as_ref().and_then(|m| carried(&m.source));
-    let ranges = t.ranges.as_ref().and_then(|m| carried(&m.seen));
-    // The copies are bound (and held) now.
-    let deaths = t.deaths();
-    if let (Some(memo), Some(addrs)) = (t.rewinds.as_mut(), rewinds) {
-        memo.seen.carry(addrs, deaths);
-    }
-    if let (Some(memo), Some(addrs)) = (t.recovered.as_mut(), recovered) {
-        memo.source.carry(addrs, deaths);
-    }
-    if let (Some(memo), Some(addrs)) = (t.ranges.as_mut(), ranges) {
-        memo.seen.carry(addrs, deaths);
-    }
-}
-
-/// The addresses of `new`'s first items when each is the copy of the
-/// object at its position that holder `holder` bound to the slot `slots`
-/// names there.
-fn copies_at(
-    t: &Tracked,
-    new: &Bound<'_, PyList>,
-    slots: &[Slot],
-    holder: u32,
-) -> Option<Vec<usize>> {
-    if slots.len() > new.len() {
-        return None;
-    }
-    let mut addrs = Vec::with_capacity(slots.len());
-    for (j, &slot) in slots.iter().enumerate() {
-        let ptr = list_item(new, j) as usize;
-        if ptr == 0
-            || t.core.alias(slot) != ptr
-            || t.alias_holder.get(slot as usize) != Some(&holder)
-        {
-            return None;
-        }
-        addrs.push(ptr);
-    }
-    Some(addrs)
-}
-
-/// Moves the last filtering result onto a session copy: when every slot it
-/// names had its copy bound just now (by holder `holder`), it names those
-/// copies instead (same slots, same stored views, so the same result for
-/// the copy's list of them), and the invocation's first filtering call is
-/// answered from it.
-fn carry_filtered(t: &mut Tracked, holder: u32) {
-    let Some(memo) = t.filtered.as_ref() else {
-        return;
-    };
-    if let Some(addrs) = copies_of(t, &memo.seen, holder) {
-        let deaths = t.deaths();
-        if let Some(memo) = t.filtered.as_mut() {
-            memo.seen.carry(addrs, deaths);
-        }
-    }
-}
-
-/// Moves exact mode's last answers onto a session copy, as
-/// [`carry_filtered`] moves the filtering result: each names the copies of
-/// its slots when every one had its copy bound just now by `holder`.
-fn carry_exact(t: &mut Tracked, holder: u32) {
-    let carried: Vec<Option<Vec<usize>>> = t
-        .exact
-        .iter()
-        .map(|m| copies_of(t, &m.seen, holder))
-        .collect();
-    let deaths = t.deaths();
-    for (memo, addrs) in t.exact.iter_mut().zip(carried) {
-        if let Some(addrs) = addrs {
-            memo.seen.carry(addrs, deaths);
-        }
-    }
-}
-
-/// The addresses of the copies bound just now (by `holder`) to every slot
-/// `seen` names, when each had one, over an unchanged index.
-fn copies_of(t: &Tracked, seen: &Seen, holder: u32) -> Option<Vec<usize>> {
-    if seen.generation != t.generation {
-        return None;
-    }
-    seen.with(|_, slots| {
-        let mut addrs = Vec::with_capacity(slots.len());
-        for &slot in slots {
-            let ptr = t.core.alias(slot);
-            if ptr == 0 || t.alias_holder.get(slot as usize) != Some(&holder) {
-                return None;
-            }
-            addrs.push(ptr);
-        }
-        Some(addrs)
-    })
-}
+use super::load::{groups_of, need_of, normalized};
+use super::memos::Carry;
+use super::objects::{event_id, list_item, weak_ref_with, CopyHolder};
+use super::registry::{checkin, checkout_existing, registry, session_key};
+use super::seen::Seen;
+use super::tracked::Tracked;
+use crate::core::index::id_key;
+use crate::core::slot_table::Slot;
+use crate::py::error::{Extracted, Outcome};
+use crate::py::extract::Extractor;
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::PyList;
 
 /// Binds the deep copies in `new` to the slots of the objects in `old` they
 /// were copied from, position by position (`Session.__deepcopy__` calls
@@ -223,7 +26,7 @@ fn copies_of(t: &Tracked, seen: &Seen, holder: u32) -> Option<Vec<usize>> {
 /// holding `new`, dies. Sources the index knows by id only are read and
 /// bound (see [`adopt`]); others are left alone, and so is anything but two
 /// lists of one length holding exact `Event`s. (The copies' summaries are
-/// those of the stored originals, see [`Origin::Primary`]: nothing of a copy
+/// those of the stored originals, see `Origin::Primary`: nothing of a copy
 /// is read for them.)
 #[pyfunction]
 pub fn index_copied(
@@ -247,27 +50,16 @@ pub fn index_copied(
         return Ok(());
     };
     let py = old.py();
-    let holder = Bound::new(
-        py,
-        CopyHolder {
-            objects: Mutex::new(Vec::new()),
-            alive: AtomicBool::new(true),
-            deaths: t.deaths.clone(),
-            session: Mutex::new(None),
-        },
-    )?;
+    let holder = Bound::new(py, CopyHolder::new(t.deaths.clone()))?;
     let Ok(weak) = weak_ref_with(session, holder.as_any()) else {
         // A session that takes no weak reference: its copies go unbound.
         checkin(key, t);
         return Ok(());
     };
-    if let Ok(mut w) = holder.get().session.lock() {
-        *w = Some(weak);
-    }
+    holder.get().watch_session(weak);
     let holder_id = t.next_holder;
     t.next_holder += 1;
-    t.holders
-        .retain(|(_, h)| h.get().alive.load(Ordering::Acquire));
+    t.holders.retain(|(_, h)| h.get().alive());
     let mut held: Vec<Py<PyAny>> = Vec::with_capacity(new.len());
     let event_type = crate::py::extract::types(py)?.event.base().bind(py).clone();
     let mut copied = 0;
@@ -353,14 +145,10 @@ pub fn index_copied(
         }
     }
     if result.is_ok() {
-        carry_positional(&mut t, new, holder_id);
-        carry_filtered(&mut t, holder_id);
-        carry_exact(&mut t, holder_id);
+        carry(&mut t, new, holder_id);
         t.share_records();
     }
-    if let Ok(mut objects) = holder.get().objects.lock() {
-        *objects = held;
-    }
+    holder.get().hold(held);
     t.holders.push((holder_id, holder.unbind()));
     checkin(key, t);
     let mut reg = registry();
@@ -387,4 +175,127 @@ pub(super) fn bind_copy(
     t.alias_holder[k] = holder;
     t.core.bind_alias(s, n.as_ptr() as usize);
     held.push(n.clone().unbind());
+}
+
+/// The slot of the event `obj`'s `id` (an exact `Event` with a `str` id).
+fn known_id(t: &Tracked, obj: &Bound<'_, PyAny>) -> PyResult<Option<Slot>> {
+    let id = match event_id(obj) {
+        Ok(Some(id)) => id,
+        Ok(None) | Err(Outcome::Decline(_)) => return Ok(None),
+        Err(Outcome::Error(err)) => return Err(err),
+    };
+    Ok(id
+        .to_str()
+        .ok()
+        .and_then(|id| t.core.slot_of_id(id_key(id))))
+}
+
+/// Binds sources known by id only, with their copies: each source is read
+/// in every field group its slot stores and merged (as the id path of a
+/// call does, so a source that differs replaces what was stored), then
+/// bound strongly (it is the stored original), its copy as second object.
+/// Returns how many differed from what was stored.
+fn adopt(
+    t: &mut Tracked,
+    misses: &[(Bound<'_, PyAny>, Bound<'_, PyAny>, Slot)],
+    holder: u32,
+    held: &mut Vec<Py<PyAny>>,
+) -> Extracted<u64> {
+    let py = misses[0].0.py();
+    let groups = misses.iter().fold(0, |g, &(_, _, s)| g | t.core.known(s));
+    let need = normalized(need_of(groups));
+    let mut ex = Extractor::with_interner(py, std::mem::take(&mut t.interner))?;
+    ex.interner.begin_call();
+    let sources: Vec<Bound<'_, PyAny>> = misses.iter().map(|(o, _, _)| o.clone()).collect();
+    let read = ex.views(&sources, need);
+    let scratch = std::mem::take(&mut ex.ids);
+    t.interner = std::mem::take(&mut ex.interner);
+    let mut changed = 0;
+    for ((o, n, s), &view) in misses.iter().zip(read?.iter()) {
+        t.bind(*s, o, true)?;
+        if t.core
+            .merge(*s, &view, groups_of(need), &scratch)
+            .map_err(|_| Outcome::Decline("not storable"))?
+        {
+            t.generation += 1;
+            changed += 1;
+        }
+        bind_copy(t, *s, n, holder, held);
+    }
+    Ok(changed)
+}
+
+/// Moves the remembered results onto a session copy whose events were
+/// just bound (by holder `holder`) to their sources' slots, as each says
+/// (see [`Carry`]): same slots, same stored views, so the same results for
+/// the copy's lists (recovery names its summaries by slot), and the
+/// invocation's first calls are answered from them.
+fn carry(t: &mut Tracked, new: &Bound<'_, PyList>, holder: u32) {
+    let mut memos = t.take_memos();
+    // The copies are bound (and held) now.
+    let deaths = t.deaths();
+    for memo in &mut memos {
+        let how = memo.carry();
+        if how == Carry::No {
+            continue;
+        }
+        memo.each_seen_mut(&mut |seen| {
+            let addrs = match how {
+                Carry::Positional => (seen.generation == t.generation)
+                    .then(|| seen.with(|_, slots| copies_at(t, new, slots, holder)))
+                    .flatten(),
+                Carry::BySlot => copies_of(t, seen, holder),
+                Carry::No => None,
+            };
+            if let Some(addrs) = addrs {
+                seen.carry(addrs, deaths);
+            }
+        });
+    }
+    t.keep_memos(memos);
+}
+
+/// The addresses of `new`'s first items when each is the copy of the
+/// object at its position that holder `holder` bound to the slot `slots`
+/// names there.
+fn copies_at(
+    t: &Tracked,
+    new: &Bound<'_, PyList>,
+    slots: &[Slot],
+    holder: u32,
+) -> Option<Vec<usize>> {
+    if slots.len() > new.len() {
+        return None;
+    }
+    let mut addrs = Vec::with_capacity(slots.len());
+    for (j, &slot) in slots.iter().enumerate() {
+        let ptr = list_item(new, j) as usize;
+        if ptr == 0
+            || t.core.alias(slot) != ptr
+            || t.alias_holder.get(slot as usize) != Some(&holder)
+        {
+            return None;
+        }
+        addrs.push(ptr);
+    }
+    Some(addrs)
+}
+
+/// The addresses of the copies bound just now (by `holder`) to every slot
+/// `seen` names, when each had one, over an unchanged index.
+fn copies_of(t: &Tracked, seen: &Seen, holder: u32) -> Option<Vec<usize>> {
+    if seen.generation != t.generation {
+        return None;
+    }
+    seen.with(|_, slots| {
+        let mut addrs = Vec::with_capacity(slots.len());
+        for &slot in slots {
+            let ptr = t.core.alias(slot);
+            if ptr == 0 || t.alias_holder.get(slot as usize) != Some(&holder) {
+                return None;
+            }
+            addrs.push(ptr);
+        }
+        Some(addrs)
+    })
 }

@@ -1,7 +1,15 @@
-//! The registry of session indexes: checkout and checkin, eviction, the
-//! counters, and `index_clear`, `index_configure` and `index_stats`.
+//! The registry of session indexes: a session's key, checkout and checkin,
+//! eviction, and the counters of how calls were answered. (`index_clear`,
+//! `index_configure` and `index_stats` are the index's Python face, in
+//! `index`.)
 
-use super::*;
+use super::objects::event_id;
+use super::tracked::Tracked;
+use crate::core::hash::FastMap;
+use crate::py::error::Extracted;
+use pyo3::prelude::*;
+use pyo3::types::PyList;
+use std::sync::{Mutex, MutexGuard};
 
 /// How the index answered, summed over all calls.
 #[derive(Default, Clone, Copy)]
@@ -12,7 +20,7 @@ pub(super) struct Counters {
     pub(super) changed: u64,
     pub(super) transient: u64,
     pub(super) fallbacks: u64,
-    evictions: u64,
+    pub(super) evictions: u64,
     pub(super) summaries_reused: u64,
     pub(super) summaries_built: u64,
     pub(super) rewinds_reused: u64,
@@ -31,7 +39,7 @@ pub(super) struct Counters {
 pub(super) struct Registry {
     pub(super) sessions: FastMap<Box<str>, Tracked>,
     clock: u64,
-    max_sessions: usize,
+    pub(super) max_sessions: usize,
     pub(super) enabled: bool,
     pub(super) counters: Counters,
 }
@@ -68,7 +76,7 @@ pub(super) static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
 /// The registry. Only ever locked while attached to the interpreter and
 /// never across a `detach`, so the lock is never contended with the GIL
 /// held elsewhere; a poisoned lock (a panic while held) is taken over.
-pub(super) fn registry() -> std::sync::MutexGuard<'static, Registry> {
+pub(super) fn registry() -> MutexGuard<'static, Registry> {
     REGISTRY.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -81,6 +89,7 @@ pub(super) fn checkout_existing(key: &str) -> Option<Tracked> {
     reg.sessions.remove(key)
 }
 
+/// The session's index, a new one when there is none.
 pub(super) fn checkout(key: &str) -> Option<Tracked> {
     let mut reg = registry();
     if !reg.enabled {
@@ -89,6 +98,7 @@ pub(super) fn checkout(key: &str) -> Option<Tracked> {
     Some(reg.sessions.remove(key).unwrap_or_else(Tracked::new))
 }
 
+/// Returns the session's index to the registry.
 pub(super) fn checkin(key: Box<str>, mut tracked: Tracked) {
     // The last string's address is only valid within a call.
     tracked.interner.begin_call();
@@ -109,7 +119,8 @@ pub(super) fn checkin(key: Box<str>, mut tracked: Tracked) {
     evict(&mut reg);
 }
 
-fn evict(reg: &mut Registry) {
+/// Drops the least recently used indexes beyond `max_sessions`.
+pub(super) fn evict(reg: &mut Registry) {
     while reg.sessions.len() > reg.max_sessions {
         let Some(oldest) = reg
             .sessions
@@ -149,94 +160,36 @@ impl Counters {
     }
 }
 
-/// Drops every index.
-#[pyfunction]
-pub fn index_clear() {
-    let mut reg = registry();
-    reg.sessions.clear();
-    drop(reg);
-    crate::py::ranges::forget_tuples();
-    crate::py::rows::clear();
+/// The `id` of the list's first event, when it is a plain `str` of an
+/// exact `Event`; `None` leaves the call to the direct path.
+pub(super) fn session_key(list: &Bound<'_, PyList>) -> Extracted<Option<Box<str>>> {
+    if list.is_empty() || !registry().enabled {
+        return Ok(None);
+    }
+    let first = list.get_item(0)?;
+    let Some(id) = event_id(&first)? else {
+        return Ok(None);
+    };
+    Ok(id.to_str().ok().map(Into::into))
 }
 
-/// Turns the index on or off and sets how many sessions it keeps and how
-/// many bytes of stored rows the row memo keeps; omitted arguments keep
-/// their value. Turning it off drops every index.
-#[pyfunction]
-#[pyo3(signature = (*, enabled = None, max_sessions = None, max_row_bytes = None))]
-pub fn index_configure(
-    enabled: Option<bool>,
-    max_sessions: Option<usize>,
-    max_row_bytes: Option<usize>,
-) {
-    if let Some(budget) = max_row_bytes {
-        crate::py::rows::configure(budget);
+/// What `answer` makes of the index of `list`'s session (checked out for
+/// it), when there is one and it answers; `count` notes that it did.
+pub(super) fn remembered<T>(
+    list: &Bound<'_, PyList>,
+    answer: impl FnOnce(&mut Tracked) -> Option<T>,
+    count: fn(&mut Counters),
+) -> Extracted<Option<T>> {
+    let Some(key) = session_key(list)? else {
+        return Ok(None);
+    };
+    let Some(mut t) = checkout_existing(&key) else {
+        return Ok(None);
+    };
+    let answered = answer(&mut t);
+    checkin(key, t);
+    if answered.is_some() {
+        count(&mut registry().counters);
     }
-    let mut reg = registry();
-    if let Some(enabled) = enabled {
-        reg.enabled = enabled;
-        if !enabled {
-            reg.sessions.clear();
-        }
-    }
-    if let Some(max) = max_sessions {
-        reg.max_sessions = max;
-        evict(&mut reg);
-    }
-}
-
-/// What the indexes hold and how calls were answered.
-#[pyfunction]
-pub fn index_stats(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
-    // Read before the registry is locked: judging classes may import.
-    let (by_reason, by_function) = crate::py::error::decline_totals(false);
-    let learned = crate::py::classes::learned_verdicts(py);
-    let reg = registry();
-    let events: usize = reg.sessions.values().map(|t| t.core.len()).sum();
-    let bytes: usize = reg.sessions.values().map(Tracked::memory_bytes).sum();
-    let summary_bytes: usize = reg.sessions.values().map(Tracked::summary_bytes).sum();
-    let out = PyDict::new(py);
-    out.set_item("enabled", reg.enabled)?;
-    out.set_item("max_sessions", reg.max_sessions)?;
-    out.set_item("sessions", reg.sessions.len())?;
-    out.set_item("events", events)?;
-    out.set_item("bytes", bytes)?;
-    out.set_item(
-        "summaries",
-        reg.sessions
-            .values()
-            .map(|t| t.summaries.len())
-            .sum::<usize>(),
-    )?;
-    out.set_item("summary_bytes", summary_bytes)?;
-    out.set_item("scratch_bytes", crate::py::scratch::pooled_bytes())?;
-    crate::py::rows::stats(&out)?;
-    out.set_item("prefetch", crate::py::prefetch::enabled(py))?;
-    out.set_item("direct_fields", crate::py::fields::usable(py))?;
-    out.set_item("dict_tags", version_tag::usable(py))?;
-    let c = reg.counters;
-    out.set_item("by_identity", c.by_identity)?;
-    out.set_item("by_id", c.by_id)?;
-    out.set_item("read", c.read)?;
-    out.set_item("changed", c.changed)?;
-    out.set_item("transient", c.transient)?;
-    out.set_item("fallbacks", c.fallbacks)?;
-    out.set_item("evictions", c.evictions)?;
-    out.set_item("summaries_reused", c.summaries_reused)?;
-    out.set_item("summaries_built", c.summaries_built)?;
-    out.set_item("rewinds_reused", c.rewinds_reused)?;
-    out.set_item("ranges_reused", c.ranges_reused)?;
-    out.set_item("filters_reused", c.filters_reused)?;
-    out.set_item("recoveries_reused", c.recoveries_reused)?;
-    out.set_item("selections_reused", c.selections_reused)?;
-    out.set_item("exact_reused", c.exact_reused)?;
-    out.set_item("exact_extended", c.exact_extended)?;
-    out.set_item("completed", c.completed)?;
-    out.set_item("copied", c.copied)?;
-    out.set_item("direct", c.direct)?;
-    out.set_item("copy_seconds", c.copy_nanos as f64 * 1e-9)?;
-    out.set_item("declines", by_reason)?;
-    out.set_item("declines_by_function", by_function)?;
-    out.set_item("classes_learned", learned)?;
-    Ok(out)
+    Ok(answered)
 }

@@ -1,7 +1,13 @@
 //! The summary Events handed out for compaction events, cached while what
-//! they were built from is unchanged.
+//! they were built from is unchanged (the cache is `Tracked::summaries`;
+//! calls use it through `compactions`).
 
-use super::*;
+use super::objects::points_at;
+use crate::py::version_tag;
+use pyo3::ffi;
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyString};
 
 /// A summary Event handed out for a compaction event, and what it was
 /// built from and with: it is handed out again only while all of that is
@@ -169,21 +175,18 @@ impl Unchanged {
 
 impl Summary {
     /// Whether the summary is still as built, for the compaction event
-    /// `event` bound to slot `slot` of `t` (see [`Origin`]) and `author`.
+    /// `event` and `author` (see [`Origin`]); `primary(original)` says
+    /// whether `event` is bound to the slot that holds `original`.
     pub(super) fn valid(
         &self,
-        t: &Tracked,
-        slot: Slot,
+        primary: impl FnOnce(&Py<PyAny>) -> bool,
         event: &Bound<'_, PyAny>,
         author: &Bound<'_, PyString>,
     ) -> PyResult<bool> {
         let py = event.py();
         let ours = match &self.origin {
             Origin::Object(weak) => points_at(weak, event.as_ptr()),
-            Origin::Primary(original) => {
-                t.primary_source(slot).is_some_and(|o| o.is(original))
-                    && t.bound(slot, event.as_ptr())
-            }
+            Origin::Primary(original) => primary(original),
         };
         if !ours
             || !(self.author.is(author) || self.author.bind(py).to_str()? == author.to_str()?)

@@ -1,6 +1,103 @@
-//! The methods of a session's index ([`Tracked`]).
+//! A session's index ([`Tracked`]): the core's event index, the object
+//! each slot is bound to and how that binding is shown to hold (weak
+//! references and the death count, copy holders), whether a call is worth
+//! indexing (a sample of its items), the caches of what compaction events
+//! gave (summaries, source values, coverage records), and the remembered
+//! results of the last calls (see `memos`), each naming its objects by a
+//! [`Seen`].
 
-use super::*;
+use super::memos::Remembered;
+use super::objects::{list_item, points_at, starts_with, weak_ref_with, CopyHolder, Obituary};
+use super::seen::{lock, Record, Seen, Shared};
+use super::summaries::{Origin, Summary, Unchanged};
+use crate::core::event::EventView;
+use crate::core::exact::Parsed;
+use crate::core::hash::FastMap;
+use crate::core::index::EventIndex;
+use crate::core::slot_table::Slot;
+use crate::py::extract::Interner;
+use crate::py::summary;
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::PyList;
+use std::any::Any;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// One session's index and what belongs with it on the Python side.
+pub(crate) struct Tracked {
+    pub(super) core: EventIndex,
+    pub(super) interner: Interner,
+    /// The object each slot is bound to: a weak reference to it (it must
+    /// not keep a session's objects alive), or, where `strong` says so, the
+    /// object itself (once it was the source of a deep copy: the stored
+    /// original a session service copies for every invocation, which lives
+    /// as long as the session anyway).
+    pub(super) primary: Vec<Option<Py<PyAny>>>,
+    pub(super) strong: Vec<bool>,
+    /// Per slot, the [`CopyHolder`] of its second object (a deep copy of
+    /// the first, bound by `index_copied`), by number; read only where the
+    /// core has a second address for the slot. Empty until the first copy.
+    pub(super) alias_holder: Vec<u32>,
+    /// The holders of the copies bound so far (dead ones pruned at the
+    /// next copy), by number, ascending.
+    pub(super) holders: Vec<(u32, Py<CopyHolder>)>,
+    pub(super) next_holder: u32,
+    /// Summary Events built for compaction events, by slot.
+    pub(super) summaries: FastMap<Slot, Summary>,
+    /// The call-recovery view of a slot's summaries when their content
+    /// holds neither calls nor responses (what a summary usually holds:
+    /// text). Every object bound to a slot is its primary or a deep copy
+    /// of it, so their compacted contents hold the same parts; learned from
+    /// the first summary read, forgotten when the slot is bound anew.
+    pub(super) plain: FastMap<Slot, EventView>,
+    /// What the summaries of a compaction slot take from the stored
+    /// original it holds strongly (see `summary::Source`: timestamp,
+    /// content, branch, scope, invocation id, actions), read when its first
+    /// summary is built (`Loaded::primary_values`): the summary of the
+    /// original and of its copies (see [`Origin::Primary`]). Forgotten when
+    /// the slot is bound anew or its values change.
+    pub(super) sources: FastMap<Slot, summary::HeldSource>,
+    /// Exact mode's coverage record of the stored original slot `slot`
+    /// holds strongly, parsed once per binding (see
+    /// `Loaded::record_at`).
+    pub(super) records: FastMap<Slot, Arc<Parsed>>,
+    /// What the last calls of each operation on this session through the
+    /// index answered, to answer the next one on the same list, or on it
+    /// extended: one slot per operation, by type (see `memos`).
+    memos: Vec<Box<dyn Remembered>>,
+    /// Bumped whenever what a slot stores changes, so a remembered result
+    /// is only reused over unchanged views. (Binding a slot to another
+    /// object of equal values does not bump it: a remembered result checks
+    /// each of its objects is still bound, see [`Tracked::begins`]; the stored
+    /// original a session service copies is bound so in every invocation.)
+    pub(super) generation: u64,
+    /// The addresses of the last list read directly, as a one-hash bitmap
+    /// (see `worth_indexing`); only compared, never dereferenced.
+    pub(super) seen: Vec<u64>,
+    /// That list's first object, held: while it is, a list that begins
+    /// with it can hold that list's objects, and a list that does not
+    /// holds new objects, some of them maybe at the addresses of that
+    /// list's dead ones (a session's fresh Events are often allocated where
+    /// the last invocation's were freed), which `seen` cannot tell apart.
+    pub(super) seen_first: Option<Py<PyAny>>,
+    pub(super) last_used: u64,
+    /// Bumped whenever an object the index may have named in a remembered
+    /// result can have died: a weakly bound object dying (its weak
+    /// reference's callback, [`Obituary`]), a holder letting go of its
+    /// copies, a slot bound anew (its object no longer held or watched).
+    /// While it has not moved, an object a remembered result named is
+    /// alive, so an item at its address is that object: the result's
+    /// objects are then compared by address alone (see [`Tracked::begins`]).
+    pub(super) deaths: Arc<AtomicU64>,
+    /// The weak references' callback that bumps `deaths`, made once.
+    pub(super) obituary: Option<Py<Obituary>>,
+    /// The death count at which every weakly bound object was alive (see
+    /// [`Tracked::settle`]): while `deaths` has not moved from it, an item
+    /// at a weakly bound slot's address is that slot's object, without
+    /// asking its weak reference.
+    pub(super) alive_at: Option<u64>,
+}
 
 impl Tracked {
     pub(super) fn new() -> Self {
@@ -16,13 +113,7 @@ impl Tracked {
             plain: FastMap::default(),
             sources: FastMap::default(),
             records: FastMap::default(),
-            rewinds: None,
-            ranges: None,
-            filtered: None,
-            recovered: None,
-            reinjected: None,
-            selection: None,
-            exact: Vec::new(),
+            memos: Vec::new(),
             generation: 0,
             seen: Vec::new(),
             seen_first: None,
@@ -33,41 +124,138 @@ impl Tracked {
         }
     }
 
-    /// The objects each remembered result names.
-    fn seens(&self) -> impl Iterator<Item = &Seen> {
-        [
-            self.rewinds.as_ref().map(|m| &m.seen),
-            self.ranges.as_ref().map(|m| &m.seen),
-            self.filtered.as_ref().map(|m| &m.seen),
-            self.recovered.as_ref().map(|m| &m.source),
-            self.reinjected.as_ref().map(|m| &m.source),
-            self.selection.as_ref().map(|m| &m.seen),
-        ]
-        .into_iter()
-        .flatten()
-        .chain(self.exact.iter().map(|m| &m.seen))
+    /// The remembered result of type `M`, if any.
+    pub(super) fn memo<M: Remembered>(&self) -> Option<&M> {
+        self.memos
+            .iter()
+            .find_map(|m| (&**m as &dyn Any).downcast_ref::<M>())
     }
 
-    fn seens_mut(&mut self) -> impl Iterator<Item = &mut Seen> {
-        [
-            self.rewinds.as_mut().map(|m| &mut m.seen),
-            self.ranges.as_mut().map(|m| &mut m.seen),
-            self.filtered.as_mut().map(|m| &mut m.seen),
-            self.recovered.as_mut().map(|m| &mut m.source),
-            self.reinjected.as_mut().map(|m| &mut m.source),
-            self.selection.as_mut().map(|m| &mut m.seen),
-        ]
-        .into_iter()
-        .flatten()
-        .chain(self.exact.iter_mut().map(|m| &mut m.seen))
+    /// [`Tracked::memo`], to change it.
+    pub(super) fn memo_mut<M: Remembered>(&mut self) -> Option<&mut M> {
+        self.memos
+            .iter_mut()
+            .find_map(|m| (&mut **m as &mut dyn Any).downcast_mut::<M>())
+    }
+
+    /// Takes the remembered result of type `M` out (to extend it with the
+    /// index at hand; [`Tracked::keep_memo`] puts it back).
+    pub(super) fn take_memo<M: Remembered>(&mut self) -> Option<Box<M>> {
+        let k = self
+            .memos
+            .iter()
+            .position(|m| (&**m as &dyn Any).is::<M>())?;
+        let memo: Box<dyn Any> = self.memos.swap_remove(k);
+        memo.downcast().ok()
+    }
+
+    /// Remembers `memo`, in place of the result of its type.
+    pub(super) fn keep_memo<M: Remembered>(&mut self, memo: Box<M>) {
+        self.forget_memo::<M>();
+        self.memos.push(memo);
+    }
+
+    /// Forgets the result of type `M`.
+    pub(super) fn forget_memo<M: Remembered>(&mut self) {
+        self.memos.retain(|m| !(&**m as &dyn Any).is::<M>());
+    }
+
+    /// Takes every remembered result out (to change them with the index
+    /// at hand; [`Tracked::keep_memos`] puts them back).
+    pub(super) fn take_memos(&mut self) -> Vec<Box<dyn Remembered>> {
+        std::mem::take(&mut self.memos)
+    }
+
+    pub(super) fn keep_memos(&mut self, memos: Vec<Box<dyn Remembered>>) {
+        self.memos = memos;
+    }
+
+    /// The objects of a call and their slots, or `None` when one is not
+    /// bound; in a record another remembered result holds, when one begins
+    /// with them.
+    pub(super) fn seen_of(&self, objects: &[Bound<'_, PyAny>], slots: &[Slot]) -> Option<Seen> {
+        if slots.contains(&Slot::MAX) {
+            return None;
+        }
+        let addrs: Vec<usize> = objects.iter().map(|o| o.as_ptr() as usize).collect();
+        let record = self
+            .record_for(&addrs, slots)
+            .unwrap_or_else(|| Arc::new(Mutex::new(Record::new(addrs, slots.to_vec()))));
+        Some(Seen::new(
+            record,
+            objects.len(),
+            self.generation,
+            self.deaths(),
+        ))
+    }
+
+    /// Whether `list` holds exactly the objects `seen`, over an unchanged
+    /// index, with no object dead since they were known bound (so each is
+    /// alive, and an item at its address is it). Without the per-object
+    /// check of [`Tracked::begins`]: after any death, `false`.
+    pub(super) fn unchanged(&self, seen: &Seen, list: &Bound<'_, PyList>) -> bool {
+        seen.generation == self.generation
+            && seen.deaths == self.deaths()
+            && list.len() == seen.len()
+            && seen.with(|addrs, _| starts_with(list, addrs))
+    }
+
+    /// Whether `list` begins with the objects `seen`, each still bound to
+    /// its slot (a copy whose holder lives, or an object the slot is bound
+    /// to), over an unchanged index. When no object can have died since
+    /// they were known bound (`deaths`), each is still alive, so an item
+    /// at its address is it: only addresses are compared. After a full
+    /// check, `seen` was known bound at the death count now.
+    pub(super) fn begins(&self, seen: &mut Seen, list: &Bound<'_, PyList>) -> bool {
+        if seen.generation != self.generation || list.len() < seen.len() {
+            return false;
+        }
+        let now = self.deaths();
+        if seen.deaths == now {
+            return seen.with(|addrs, _| starts_with(list, addrs));
+        }
+        if !seen.with(|addrs, slots| self.bound_at(list, addrs, slots)) {
+            return false;
+        }
+        seen.deaths = now;
+        true
+    }
+
+    /// Whether `list` begins with the objects at `addrs`, each still bound
+    /// to its slot in `slots` (see [`Tracked::begins`]).
+    fn bound_at(&self, list: &Bound<'_, PyList>, addrs: &[usize], slots: &[Slot]) -> bool {
+        // Copies are bound by holder: each holder's liveness is looked up once.
+        let mut live_holder = 0;
+        for (i, (&addr, &slot)) in addrs.iter().zip(slots).enumerate() {
+            let ptr = list_item(list, i);
+            if ptr as usize != addr {
+                return false;
+            }
+            let holder = self.alias_holder.get(slot as usize).copied().unwrap_or(0);
+            let copy_of_live_holder = holder != 0
+                && self.core.alias(slot) == addr
+                && (holder == live_holder || self.holder_alive(holder));
+            if copy_of_live_holder {
+                live_holder = holder;
+            } else if !self.bound(slot, ptr) {
+                return false;
+            }
+        }
+        true
     }
 
     /// A record a remembered result holds that begins with `addrs` and
     /// `slots`.
-    pub(super) fn record_for(&self, addrs: &[usize], slots: &[Slot]) -> Option<Shared> {
-        self.seens()
-            .find(|seen| lock(&seen.record).holds_at(0, addrs, slots))
-            .map(|seen| seen.record.clone())
+    fn record_for(&self, addrs: &[usize], slots: &[Slot]) -> Option<Shared> {
+        let mut found = None;
+        for memo in &self.memos {
+            memo.each_seen(&mut |seen| {
+                if found.is_none() && lock(&seen.record).holds_at(0, addrs, slots) {
+                    found = Some(seen.record.clone());
+                }
+            });
+        }
+        found
     }
 
     /// Makes the remembered results that name the same objects share one
@@ -75,17 +263,19 @@ impl Tracked {
     /// record of its own).
     pub(super) fn share_records(&mut self) {
         let mut kept: Vec<Shared> = Vec::new();
-        for seen in self.seens_mut() {
-            if kept.iter().any(|record| Arc::ptr_eq(record, &seen.record)) {
-                continue;
-            }
-            let found = kept
-                .iter()
-                .find(|record| seen.with(|addrs, slots| lock(record).holds_at(0, addrs, slots)));
-            match found {
-                Some(record) => seen.record = record.clone(),
-                None => kept.push(seen.record.clone()),
-            }
+        for memo in &mut self.memos {
+            memo.each_seen_mut(&mut |seen| {
+                if kept.iter().any(|record| Arc::ptr_eq(record, &seen.record)) {
+                    return;
+                }
+                let found = kept.iter().find(|record| {
+                    seen.with(|addrs, slots| lock(record).holds_at(0, addrs, slots))
+                });
+                match found {
+                    Some(record) => seen.record = record.clone(),
+                    None => kept.push(seen.record.clone()),
+                }
+            });
         }
     }
 
@@ -93,12 +283,14 @@ impl Tracked {
     fn records_bytes(&self) -> usize {
         let mut counted: Vec<*const Mutex<Record>> = Vec::new();
         let mut bytes = 0;
-        for seen in self.seens() {
-            let ptr = Arc::as_ptr(&seen.record);
-            if !counted.contains(&ptr) {
-                counted.push(ptr);
-                bytes += lock(&seen.record).memory_bytes();
-            }
+        for memo in &self.memos {
+            memo.each_seen(&mut |seen| {
+                let ptr = Arc::as_ptr(&seen.record);
+                if !counted.contains(&ptr) {
+                    counted.push(ptr);
+                    bytes += lock(&seen.record).memory_bytes();
+                }
+            });
         }
         bytes
     }
@@ -125,23 +317,7 @@ impl Tracked {
             + self.alias_holder.capacity() * std::mem::size_of::<u32>()
             + self.seen.capacity() * 8
             + self.records_bytes()
-            + self.rewinds.as_ref().map_or(0, RewindsMemo::memory_bytes)
-            + self.ranges.as_ref().map_or(0, RangesMemo::memory_bytes)
-            + self.filtered.as_ref().map_or(0, FilterMemo::memory_bytes)
-            + self.recovered.as_ref().map_or(0, RecoverMemo::memory_bytes)
-            + self
-                .exact
-                .iter()
-                .map(|m| m.answer.memory_bytes() + 64)
-                .sum::<usize>()
-            + self
-                .reinjected
-                .as_ref()
-                .map_or(0, ReinjectMemo::memory_bytes)
-            + self
-                .selection
-                .as_ref()
-                .map_or(0, SelectionMemo::memory_bytes)
+            + self.memos.iter().map(|m| m.memory_bytes()).sum::<usize>()
             + weak * 64
             + held
     }
@@ -282,7 +458,7 @@ impl Tracked {
             return None;
         }
         let (_, holder) = self.holders.iter().rev().find(|(h, _)| *h == id)?;
-        Some(holder.get()).filter(|h| h.alive.load(Ordering::Acquire))
+        Some(holder.get()).filter(|h| h.alive())
     }
 
     /// Whether the copies held by holder number `id` are still held.
@@ -300,7 +476,7 @@ impl Tracked {
     /// list's addresses: objects seen once are cheaper to read than to bind.
     /// (A false "seen" costs a binding, never a wrong view.) Without
     /// `bind_seen`, objects seen but not bound are read directly again and
-    /// stay remembered (see [`load_source`]).
+    /// stay remembered (see `load::load_source`).
     pub(super) fn worth_indexing(&mut self, list: &Bound<'_, PyList>, bind_seen: bool) -> bool {
         let sample = sample(list);
         let bound = sample
@@ -411,4 +587,17 @@ impl Tracked {
             + crate::core::index::map_bytes(&self.records)
             + self.summaries.values().map(|s| s.bytes).sum::<usize>()
     }
+}
+
+/// Items sampled to decide whether a call goes through the index.
+const SAMPLES: usize = 16;
+
+/// The addresses at `SAMPLES` evenly spaced positions of `list`.
+fn sample(list: &Bound<'_, PyList>) -> Vec<usize> {
+    let n = list.len();
+    let k = n.min(SAMPLES);
+    (0..k)
+        .filter_map(|j| list.get_item(j * n / k).ok())
+        .map(|obj| obj.as_ptr() as usize)
+        .collect()
 }

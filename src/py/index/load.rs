@@ -1,9 +1,22 @@
 //! A call's list resolved against its session's index (`load`): the
-//! identity pass, reading what is new or changed, and the views handed to
-//! the core.
+//! identity pass, reading what is new or changed, the views handed to the
+//! core, and the core's [`Reader`] over them ([`Reading`]).
 
-use super::*;
+use super::registry::{checkin, checkout, registry, session_key, Counters};
+use super::seen::Seen;
+use super::tracked::Tracked;
+use crate::core::event::{Need, Sym};
+use crate::core::filter::Item;
+use crate::core::index::{copy_spans, group, id_key, pick, EventIndex};
 use crate::core::select::Reader;
+use crate::core::slot_table::Slot;
+use crate::core::EventView;
+use crate::py::error::{Extracted, Outcome};
+use crate::py::extract::{event_dict, Extractor, CHUNK};
+use crate::py::scratch::Views;
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyString};
 
 /// A list's events as views, and the objects themselves. Returns the
 /// session's index to the registry when dropped.
@@ -17,7 +30,7 @@ pub struct Loaded<'py> {
     pub(super) slots: Vec<Slot>,
     /// When not empty, `objects` holds only some of the list's items and
     /// this gives each position's place in it (`u32::MAX`: not taken; see
-    /// [`filter_again`]).
+    /// `memos::filter::filter_again`).
     pub(super) at: Vec<u32>,
     pub(super) checkout: Option<(Box<str>, Tracked)>,
     /// Field groups [`complete`](Loaded::complete) read from bound objects
@@ -102,405 +115,12 @@ impl<'py> Loaded<'py> {
             self.at.len()
         }
     }
-
-    /// The summaries this session's index holds, by the address of the
-    /// summary Event (held by the cache, so the address names it).
-    pub fn summaries_by_address(&self) -> FastMap<usize, Slot> {
-        match &self.checkout {
-            Some((_, t)) => t
-                .summaries
-                .iter()
-                .map(|(&slot, s)| (s.event.as_ptr() as usize, slot))
-                .collect(),
-            None => FastMap::default(),
-        }
-    }
-
-    /// The call-recovery view of the cached summary of slot `slot`, `obj`
-    /// itself, read with `need` unless its content is the one it was cached
-    /// with and the slot's summaries are known to hold neither calls nor
-    /// responses (see `Tracked::plain`; objects are trusted not to change
-    /// in place, as everywhere in the index).
-    pub fn summary_view(
-        &mut self,
-        slot: Slot,
-        obj: &Bound<'py, PyAny>,
-        need: Need,
-    ) -> Extracted<EventView> {
-        if let Some(view) = self
-            .checkout
-            .as_ref()
-            .and_then(|(_, t)| t.plain_summary_view(slot, obj.as_ptr(), obj.py()))
-        {
-            return Ok(EventView {
-                ident: obj.as_ptr() as u64,
-                ..*view
-            });
-        }
-        let content = obj.getattr(intern!(obj.py(), "content"))?;
-        let cached = |t: &Tracked| {
-            t.summaries
-                .get(&slot)
-                .is_some_and(|s| s.content.is(&content))
-        };
-        if let Some((_, t)) = &self.checkout {
-            if let Some(view) = t.plain.get(&slot).filter(|_| cached(t)) {
-                return Ok(EventView {
-                    ident: obj.as_ptr() as u64,
-                    ..*view
-                });
-            }
-        }
-        let view = self.ex.event(obj, need)?;
-        let plain = view.calls.len == 0 && view.responses.len == 0 && !view.has_responses;
-        if let Some((_, t)) = &mut self.checkout {
-            if cached(t) {
-                if plain {
-                    t.plain.insert(slot, view);
-                } else {
-                    t.plain.remove(&slot);
-                }
-            }
-        }
-        Ok(view)
-    }
-
-    /// What the summary of the compaction event at `i` of the list takes
-    /// from the stored original its slot holds strongly (see
-    /// [`Origin::Primary`]), when the event is that original or a deep copy
-    /// of it bound to the slot: read from the original once per binding
-    /// (`Tracked::sources`), never from a copy. `None` otherwise, or when
-    /// a value is not of the type validation keeps as is.
-    pub fn primary_values(
-        &mut self,
-        i: usize,
-    ) -> PyResult<Option<summary::Source<Bound<'py, PyAny>>>> {
-        let obj = self.object(i).cloned();
-        let (Some((_, t)), Some(&slot), Some(obj)) = (&mut self.checkout, self.slots.get(i), obj)
-        else {
-            return Ok(None);
-        };
-        let py = obj.py();
-        if slot == Slot::MAX || !t.bound(slot, obj.as_ptr()) {
-            return Ok(None);
-        }
-        let Some(original) = t.primary_source(slot).map(|o| o.bind(py).clone()) else {
-            return Ok(None);
-        };
-        let src = match t.sources.entry(slot) {
-            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-            std::collections::hash_map::Entry::Vacant(e) => match summary::Source::read(&original)?
-            {
-                Some(src) => e.insert(src.unbind()),
-                None => return Ok(None),
-            },
-        };
-        Ok(Some(src.bind(py)))
-    }
-
-    /// Exact mode's coverage record of `obj`, the compaction event at `i`
-    /// of the list, `parse`d off the stored original its slot holds strongly when
-    /// the event is that original or a deep copy of it bound to the slot
-    /// (once per binding, as [`Loaded::primary_values`] reads summaries'
-    /// values: a session service deep-copies the originals for every
-    /// invocation), off the event otherwise.
-    pub fn record_at(
-        &mut self,
-        i: usize,
-        obj: &Bound<'py, PyAny>,
-        parse: impl Fn(&Bound<'py, PyAny>) -> PyResult<Parsed>,
-    ) -> PyResult<Arc<Parsed>> {
-        let (Some((_, t)), Some(&slot), true) =
-            (&mut self.checkout, self.slots.get(i), self.at.is_empty())
-        else {
-            return parse(obj).map(Arc::new);
-        };
-        let py = obj.py();
-        let original = match slot != Slot::MAX && t.bound(slot, obj.as_ptr()) {
-            true => t.primary_source(slot).map(|o| o.bind(py).clone()),
-            false => None,
-        };
-        let Some(original) = original else {
-            return parse(obj).map(Arc::new);
-        };
-        if let Some(known) = t.records.get(&slot) {
-            return Ok(known.clone());
-        }
-        let parsed = Arc::new(parse(&original)?);
-        t.records.insert(slot, parsed.clone());
-        Ok(parsed)
-    }
-
-    /// Starts loading what checking the cached summary of the compaction
-    /// event at `i` of the list reads (see [`Loaded::cached_summary`]);
-    /// issued some summaries ahead, so that their cache misses overlap.
-    pub fn prefetch_summary(&self, i: usize) {
-        if let Some(&slot) = self.slots.get(i) {
-            self.prefetch_summary_of(slot);
-        }
-    }
-
-    /// [`Loaded::prefetch_summary`] for the cached summary of slot `slot`.
-    pub fn prefetch_summary_of(&self, slot: Slot) {
-        if let Some(summary) = self
-            .checkout
-            .as_ref()
-            .and_then(|(_, t)| t.summaries.get(&slot))
-        {
-            summary.prefetch();
-        }
-    }
-
-    /// The summary handed out before for the compaction event at `i` of
-    /// the list, when it, the event and the author are unchanged.
-    pub fn cached_summary(
-        &self,
-        i: usize,
-        author: &Bound<'py, PyString>,
-    ) -> PyResult<Option<Bound<'py, PyAny>>> {
-        let (Some((_, tracked)), Some(&slot)) = (&self.checkout, self.slots.get(i)) else {
-            return Ok(None);
-        };
-        let Some(event) = self.object(i) else {
-            return Ok(None);
-        };
-        match tracked.summaries.get(&slot) {
-            Some(summary) if summary.valid(tracked, slot, event, author)? => {
-                registry().counters.summaries_reused += 1;
-                Ok(Some(summary.event.bind(author.py()).clone()))
-            }
-            _ => {
-                registry().counters.summaries_built += 1;
-                Ok(None)
-            }
-        }
-    }
-
-    /// Remembers `event` as the summary of the compaction event at `i`;
-    /// returns its size in bytes (`summary_size`), measured unless `bytes`
-    /// gives it (summaries built alike have one size), or `None` when it is
-    /// not cached (its compaction event is not in the index).
-    pub fn cache_summary(
-        &mut self,
-        i: usize,
-        author: &Bound<'py, PyString>,
-        event: &Bound<'py, PyAny>,
-        bytes: Option<usize>,
-        from_primary: bool,
-    ) -> PyResult<Option<usize>> {
-        let Some(compaction_event) = self.object(i).cloned() else {
-            return Ok(None);
-        };
-        let (Some((key, tracked)), Some(&slot)) = (&mut self.checkout, self.slots.get(i)) else {
-            return Ok(None);
-        };
-        if slot == Slot::MAX {
-            return Ok(None);
-        }
-        let Some((dict, node)) = summary_dicts(event)? else {
-            return Ok(None);
-        };
-        let Some(content) = dict.get_item(intern!(event.py(), "content"))? else {
-            return Ok(None);
-        };
-        let unchanged = Unchanged::of(&dict, node.as_ref().map(|(_, d)| d));
-        let origin = match tracked.primary_source(slot) {
-            Some(original) if from_primary => Origin::Primary(original.clone_ref(event.py())),
-            _ => {
-                let reaper = Bound::new(
-                    event.py(),
-                    Reaper {
-                        key: key.clone(),
-                        slot,
-                    },
-                )?;
-                Origin::Object(weak_ref_with(&compaction_event, reaper.as_any())?)
-            }
-        };
-        let bytes = match bytes {
-            Some(bytes) => bytes,
-            None => summary_size(event, node.as_ref(), unchanged.held())?,
-        };
-        tracked.summaries.insert(
-            slot,
-            Summary {
-                bytes,
-                origin,
-                author: author.clone().unbind(),
-                event: event.clone().unbind(),
-                unchanged,
-                content: content.unbind(),
-                node: node.map(|(node, _)| node.unbind()),
-            },
-        );
-        Ok(Some(bytes))
-    }
-
-    /// Remembers `items`, the result of prompt filtering on this call's
-    /// list, and what extending it needs, for [`filter_again`] (when every
-    /// item is bound and the list is short enough to number).
-    pub fn remember_filter(&mut self, items: &[Item], extension: Extension) {
-        let Some(t) = memo_index(&mut self.checkout, &self.at) else {
-            return;
-        };
-        t.filtered = Seen::of(t, &self.objects, &self.slots)
-            .filter(|_| self.objects.len() < SUMMARY_BIT as usize)
-            .map(|seen| FilterMemo {
-                seen,
-                items: items.iter().map(|&item| encode_item(item)).collect(),
-                extension,
-            });
-    }
-
-    /// Whether what recovery knows of slot `slot`'s cached summary is that
-    /// it holds neither calls nor responses (see `Tracked::plain`).
-    pub fn plain_summary(&self, slot: Slot) -> bool {
-        self.checkout
-            .as_ref()
-            .is_some_and(|(_, t)| t.plain.contains_key(&slot))
-    }
-
-    /// Remembers a recovery on this call's list (the source) that
-    /// re-injected nothing, for [`recover_again`]: `events` says what each
-    /// item of the filtered list was (see `RecoverMemo::events`). Not
-    /// remembered when a source item is unbound or a present response's
-    /// latest call is absent.
-    pub fn remember_recovery(&mut self, events: Vec<u32>) {
-        let Some(t) = memo_index(&mut self.checkout, &self.at) else {
-            return;
-        };
-        // One recovery memo or the other: a call re-injects or it does not.
-        t.recovered = None;
-        t.reinjected = None;
-        if self.slots.contains(&Slot::MAX) || self.objects.len() >= SUMMARY_BIT as usize {
-            return;
-        }
-        let mut present = vec![false; self.views.len()];
-        for &e in &events {
-            if e & SUMMARY_BIT == 0 {
-                present[e as usize] = true;
-            }
-        }
-        let Some(calls) = Calls::of(&self.views, &present, &self.ex.ids) else {
-            return;
-        };
-        t.recovered = Seen::of(t, &self.objects, &self.slots).map(|source| RecoverMemo {
-            source,
-            max_slot: self.slots.iter().copied().max().unwrap_or(0),
-            events,
-            calls,
-        });
-    }
-
-    /// Remembers `ranges`, the result of `get_compaction_ranges` on this
-    /// call's list, for [`ranges_again`] (when every item is bound).
-    pub fn remember_ranges(&mut self, ranges: &[CompactionRange]) {
-        let Some(t) = memo_index(&mut self.checkout, &self.at) else {
-            return;
-        };
-        t.ranges = Seen::of(t, &self.objects, &self.slots).map(|seen| RangesMemo {
-            seen,
-            ranges: ranges.to_vec(),
-        });
-    }
-
-    /// Remembers `result`, a recovery on this call's list (the source) and
-    /// `events` (the filtered list) that re-injected something, for
-    /// [`recover_same`] (when every source item is bound).
-    pub fn remember_reinjection(
-        &mut self,
-        events: &[Bound<'py, PyAny>],
-        in_source: &[bool],
-        result: Vec<Recovered>,
-    ) {
-        let Some(t) = memo_index(&mut self.checkout, &self.at) else {
-            return;
-        };
-        // One recovery memo or the other: a call re-injects or it does not.
-        t.reinjected = None;
-        t.recovered = None;
-        let Some(source) = Seen::of(t, &self.objects, &self.slots) else {
-            return;
-        };
-        let mut held = Vec::new();
-        for (o, _) in events.iter().zip(in_source).filter(|(_, &known)| !known) {
-            // Not remembered where a dict's changes cannot be seen.
-            let Some(state) = dict_state(o) else {
-                return;
-            };
-            held.push((o.clone().unbind(), state));
-        }
-        t.reinjected = Some(ReinjectMemo {
-            source,
-            events: events.iter().map(|o| o.as_ptr() as usize).collect(),
-            held,
-            result,
-        });
-    }
-
-    /// Remembers `plan`, the answer of a window selection asked `asked` on
-    /// this call's list (`objects`, taken from the batch), for
-    /// [`selection_again`] (when every item is bound).
-    pub fn remember_selection(
-        &mut self,
-        objects: &[Bound<'_, PyAny>],
-        asked: Asked,
-        plan: Arc<Plan>,
-    ) {
-        let Some(t) = memo_index(&mut self.checkout, &self.at) else {
-            return;
-        };
-        t.selection =
-            Seen::of(t, objects, &self.slots).map(|seen| SelectionMemo { seen, asked, plan });
-    }
-
-    /// Remembers `answer`, exact mode's answer to `asked` on this call's
-    /// list, for [`exact_again`] (when every item is bound).
-    pub fn remember_exact(&mut self, asked: ExactAsked, answer: Arc<ExactAnswer>) {
-        let objects = std::mem::take(&mut self.objects);
-        self.remember_exact_for(&objects, asked, answer);
-        self.objects = objects;
-    }
-
-    /// [`remember_exact`](Loaded::remember_exact) for a call that took the
-    /// list's objects (`objects`) out of this.
-    pub fn remember_exact_for(
-        &mut self,
-        objects: &[Bound<'py, PyAny>],
-        asked: ExactAsked,
-        answer: Arc<ExactAnswer>,
-    ) {
-        let Some(t) = memo_index(&mut self.checkout, &self.at) else {
-            return;
-        };
-        let Some(seen) = Seen::of(t, objects, &self.slots) else {
-            return;
-        };
-        t.exact.retain(|m| m.asked != asked);
-        t.exact.push(ExactMemo {
-            seen,
-            asked,
-            answer,
-        });
-    }
-
-    /// Remembers `kept`, the result of `apply_rewinds` on this call's list,
-    /// for [`rewinds_again`] (when every item is bound).
-    pub fn remember_rewinds(&mut self, kept: &[usize]) {
-        let Some(t) = memo_index(&mut self.checkout, &self.at) else {
-            return;
-        };
-        t.rewinds = Seen::of(t, &self.objects, &self.slots).map(|seen| RewindsMemo {
-            seen,
-            kept: kept.iter().map(|&i| i as u32).collect(),
-        });
-    }
 }
 
 /// The session index a call's result is remembered in: the call's own,
 /// when its batch holds every item of the list (one taken in part, see
-/// [`filter_again`], names no list to remember).
-fn memo_index<'a>(
+/// `memos::filter::filter_again`, names no list to remember).
+pub(super) fn memo_index<'a>(
     checkout: &'a mut Option<(Box<str>, Tracked)>,
     at: &[u32],
 ) -> Option<&'a mut Tracked> {
@@ -605,6 +225,25 @@ fn load_with<'py>(
     direct(list, need)
 }
 
+/// Reads `list` without the index.
+fn direct<'py>(list: &Bound<'py, PyList>, need: Need) -> Extracted<Loaded<'py>> {
+    let mut ex = Extractor::new(list.py())?;
+    // About one distinct id per few events (invocations; call ids where
+    // the parts are read): room for them without growing step by step.
+    ex.interner.reserve(list.len() / 4);
+    let batch = ex.batch(list, need)?;
+    Ok(Loaded {
+        objects: batch.objects,
+        views: batch.views,
+        ex,
+        slots: Vec::new(),
+        at: Vec::new(),
+        checkout: None,
+        learned: Vec::new(),
+        learned_ids: Vec::new(),
+    })
+}
+
 /// What becomes of an item the identity pass did not settle.
 enum Pending {
     /// Bound to its slot already; read the groups not yet confirmed.
@@ -620,7 +259,7 @@ enum Pending {
 
 type Resolution<'py> = (Vec<Bound<'py, PyAny>>, Views, Vec<Slot>, Counters);
 
-pub(super) fn resolve<'py>(
+fn resolve<'py>(
     t: &mut Tracked,
     ex: &mut Extractor<'py>,
     list: &Bound<'py, PyList>,
@@ -787,6 +426,143 @@ fn views_of(
         };
     }
     views
+}
+
+/// Resolves `list[known..]` as any call resolves its list (new events read
+/// and stored, known ones confirmed), for extending a remembered result:
+/// `None` when that changed what a slot stores or left an item unbound. (An
+/// object of a known id may take its slot from a prefix object: the views
+/// are the same, so is the result; the next call finds the prefix object
+/// unbound and computes.)
+pub(super) fn resolve_tail<'py>(
+    t: &mut Tracked,
+    list: &Bound<'py, PyList>,
+    known: usize,
+    need: Need,
+) -> Option<(Vec<Bound<'py, PyAny>>, Views, Vec<Slot>)> {
+    let tail = list.get_slice(known, list.len());
+    let generation = t.generation;
+    let mut ex = Extractor::taking_interner(list.py(), &mut t.interner).ok()?;
+    ex.interner.begin_call();
+    let resolved = resolve(t, &mut ex, &tail, normalized(need));
+    t.interner = std::mem::take(&mut ex.interner);
+    t.core.end_call();
+    let (objects, views, slots, counts) = resolved.ok()?;
+    registry().counters.add(&counts);
+    if t.generation != generation || slots.contains(&Slot::MAX) {
+        return None;
+    }
+    Some((objects, views, slots))
+}
+
+/// The items of `list` after the objects `seen`, read with `need` and
+/// bound, when it begins with them (see `Tracked::begins`); `None` when it
+/// does not or a new item could not be bound (see [`resolve_tail`]).
+#[allow(clippy::type_complexity)]
+pub(super) fn new_items<'py>(
+    t: &mut Tracked,
+    seen: &mut Seen,
+    list: &Bound<'py, PyList>,
+    need: Need,
+) -> Option<(Vec<Bound<'py, PyAny>>, Views, Vec<Slot>)> {
+    if !t.begins(seen, list) {
+        return None;
+    }
+    if list.len() == seen.len() {
+        return Some((Vec::new(), Views::default(), Vec::new()));
+    }
+    resolve_tail(t, list, seen.len(), need)
+}
+
+/// The session's index `t`, checked out under `key`, lent to a call on
+/// `list` answered from a remembered result naming `items` (over the list's
+/// `slots`): only the items the result names are taken (raw events handed
+/// back, compaction events whose summaries are handed out); the others,
+/// most of a compacted session, stay untouched, `None` in their place. No
+/// Python code ran since the result's list was compared with `list`, so the
+/// list still holds what it compared.
+pub(super) fn taken<'py>(
+    list: &Bound<'py, PyList>,
+    key: Box<str>,
+    mut t: Tracked,
+    slots: Vec<Slot>,
+    items: &[Item],
+) -> Extracted<Loaded<'py>> {
+    let mut ex = match Extractor::taking_interner(list.py(), &mut t.interner) {
+        Ok(ex) => ex,
+        Err(err) => {
+            checkin(key, t);
+            return Err(err.into());
+        }
+    };
+    ex.interner.begin_call();
+    ex.ids = t.core.take_arena();
+    let mut needed: Vec<usize> = items
+        .iter()
+        .map(|&(Item::Raw(i) | Item::Summary(i))| i)
+        .collect();
+    needed.sort_unstable();
+    needed.dedup();
+    let (objects, at) = crate::py::prefetch::list_items_where(list, &needed);
+    Ok(Loaded {
+        objects,
+        views: Views::default(),
+        ex,
+        slots,
+        at,
+        checkout: Some((key, t)),
+        learned: Vec::new(),
+        learned_ids: Vec::new(),
+    })
+}
+
+/// The [`Need`] that reads field groups `groups` (the inverse of
+/// [`groups_of`]).
+pub(super) fn need_of(groups: u16) -> Need {
+    let has = |bit| groups & bit != 0;
+    Need {
+        timestamp: has(group::TIMESTAMP),
+        invocation: has(group::INVOCATION),
+        window: has(group::WINDOW),
+        pairing: has(group::PAIRING) || has(group::HITL),
+        usage: has(group::USAGE),
+        compaction: has(group::COMPACTION),
+        rewind: has(group::REWIND),
+        parts: has(group::PARTS) || has(group::HITL),
+    }
+}
+
+/// The [`group`]s a need reads.
+pub(super) fn groups_of(need: Need) -> u16 {
+    let mut g = 0;
+    for (on, bit) in [
+        (need.timestamp, group::TIMESTAMP),
+        (need.invocation, group::INVOCATION),
+        (need.window, group::WINDOW),
+        (need.pairing, group::PAIRING),
+        (need.usage, group::USAGE),
+        (need.compaction, group::COMPACTION),
+        (need.rewind, group::REWIND),
+        (need.parts, group::PARTS),
+        (need.parts && need.pairing, group::HITL),
+    ] {
+        if on {
+            g |= bit;
+        }
+    }
+    g
+}
+
+/// `need` as the index reads it: fields the extractor reads only in part
+/// or under a condition are read whole, so that what is stored does not
+/// depend on which operation read it first (timestamps of every event, not
+/// only of those with responses; invocation ids with the window checks).
+pub(super) fn normalized(need: Need) -> Need {
+    Need {
+        timestamp: need.timestamp || need.parts,
+        invocation: need.invocation || need.window,
+        ..need
+    }
 }
 
 /// The core's [`Reader`] over one call's objects and views: a field the
