@@ -1,6 +1,6 @@
 //! Binding of `core::analysis`: many sessions at once.
 
-use super::extract::Extractor;
+use super::reading::extract::Extractor;
 use crate::core::analysis::{self, Analysis};
 use crate::core::event::Need;
 use crate::core::filter::Item;

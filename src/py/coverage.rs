@@ -7,7 +7,6 @@
 //! interval; the Python side warns (`_exact`).
 
 use super::error::{finish, Extracted, Outcome};
-use super::extract::Extractor;
 use super::filter::materialize;
 use super::index::load::{load, Loaded, Reading};
 use super::index::memos::exact::{
@@ -15,9 +14,10 @@ use super::index::memos::exact::{
     ForRecord, SeedParts, WrittenOver,
 };
 use super::index::memos::filter::encode_item;
-use super::prefetch::holds_exactly;
-use super::read::text;
-use super::scratch::Views;
+use super::reading::extract::Extractor;
+use super::reading::prefetch::holds_exactly;
+use super::reading::read::text;
+use super::reading::scratch::Views;
 use crate::core::coverage::{self, Coverage, Covered, Prior, Problems, Records};
 use crate::core::event::{EventView, Need};
 use crate::core::exact::{Parsed, Record, METADATA_KEY};
@@ -689,7 +689,7 @@ pub fn exact_seeds<'py>(
             )));
         }
         let content = compaction.getattr(intern!(py, "compacted_content"))?;
-        sizes.push(match super::size::content_len(&content)? {
+        sizes.push(match super::reading::size::content_len(&content)? {
             Some(len) => i64::try_from(len).unwrap_or(i64::MAX),
             None => size.call1((&content,))?.extract()?,
         });

@@ -122,7 +122,7 @@ fn declined(py: Python<'_>, function: &'static str, reason: &'static str) {
         *count += 1;
         *count == 1
     });
-    super::classes::learn_pending(py);
+    super::reading::classes::learn_pending(py);
     if first {
         warn(py, function, reason);
     }

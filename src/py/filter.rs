@@ -1,10 +1,10 @@
 //! Binding of `core::filter`.
 
 use super::error::{finish, Extracted, Outcome};
-use super::extract::Extractor;
 use super::index::load::{load, Loaded};
 use super::index::memos::filter::filter_again;
-use super::read::request_content;
+use super::reading::extract::Extractor;
+use super::reading::read::request_content;
 use super::select::Selected;
 use super::summary;
 use crate::core::event::Need;

@@ -1,30 +1,29 @@
-//! The binding layer: conversion of Python events into core views and of
-//! core results back into the caller's objects. One file per core module.
+//! The binding layer: it reads Python objects for the core and builds the
+//! core's answers out of the caller's objects; it decides nothing
+//! google-adk decides. `reading` reads objects and values, `index` keeps
+//! what each session's objects showed across calls, `error` turns every
+//! refusal into a counted decline, and each other file is the Python face
+//! of one core operation (`select` of `core::select`, `coverage` of
+//! `core::coverage`, ...), plus the session copy (`copy`), row decoding
+//! (`rows`) and summary Events (`summary`) built natively.
 
 mod analysis;
 mod audit;
-mod classes;
 mod copy;
 mod coverage;
 mod error;
 mod exact;
-mod extract;
-mod fields;
 mod filter;
 mod index;
-mod prefetch;
 mod ranges;
-mod read;
+mod reading;
 mod recover;
 mod rewind;
 mod rows;
 mod scans;
-mod scratch;
 mod select;
-mod size;
 mod summary;
 mod tasks;
-mod version_tag;
 
 use pyo3::prelude::*;
 
@@ -60,7 +59,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(scans::function_call_ids, m)?)?;
     m.add_function(wrap_pyfunction!(scans::context_events, m)?)?;
     m.add_function(wrap_pyfunction!(scans::stored_again, m)?)?;
-    m.add_function(wrap_pyfunction!(size::content_size, m)?)?;
+    m.add_function(wrap_pyfunction!(reading::size::content_size, m)?)?;
     m.add_function(wrap_pyfunction!(ranges::get_compaction_ranges, m)?)?;
     m.add_function(wrap_pyfunction!(filter::process_compaction_events, m)?)?;
     m.add_function(wrap_pyfunction!(filter::prompt_chars_delta, m)?)?;

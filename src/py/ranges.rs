@@ -1,9 +1,9 @@
 //! Binding of `core::ranges`.
 
 use super::error::{finish, Extracted};
-use super::extract::Extractor;
 use super::index::load::load;
 use super::index::memos::ranges::ranges_again;
+use super::reading::extract::Extractor;
 use crate::core::event::Need;
 use crate::core::guarded;
 use crate::core::hash::FastMap;

@@ -1,10 +1,10 @@
 //! Binding of `core::recover`.
 
 use super::error::{finish, Extracted};
-use super::extract::Extractor;
 use super::index::load::load_source;
 use super::index::memos::filter::SUMMARY_BIT;
 use super::index::memos::recovery::{recover_again, recover_same};
+use super::reading::extract::Extractor;
 use crate::core::event::Need;
 use crate::core::guarded;
 use crate::core::hash::FastMap;
@@ -83,7 +83,7 @@ fn run<'py>(
     // Checking a cached summary reads a few cold objects; their loads are
     // started some items ahead.
     const AHEAD: usize = 8;
-    let items: Vec<Bound<'py, PyAny>> = super::prefetch::list_items(list);
+    let items: Vec<Bound<'py, PyAny>> = super::reading::prefetch::list_items(list);
     let summary_at = |k: usize| {
         items
             .get(k)

@@ -1,9 +1,9 @@
 //! Binding of `core::rewind`.
 
 use super::error::{finish, Extracted, Outcome};
-use super::extract::Extractor;
 use super::index::load::load;
 use super::index::memos::rewinds::rewinds_again;
+use super::reading::extract::Extractor;
 use crate::core::event::Need;
 use crate::core::guarded;
 use crate::core::rewind;
@@ -61,14 +61,16 @@ fn kept_items<'py>(list: &Bound<'py, PyList>, kept: &[u32]) -> Extracted<Bound<'
     if kept.iter().any(|&i| i as usize >= n) {
         return Err(Outcome::Decline("list changed"));
     }
-    match super::prefetch::item_addresses(list) {
+    match super::reading::prefetch::item_addresses(list) {
         Some(addrs) => {
             // Referencing writes each item's header: their loads are
             // started some items ahead.
             const AHEAD: usize = 16;
             for (j, &i) in kept.iter().enumerate() {
                 if let Some(&ahead) = kept.get(j + AHEAD) {
-                    super::prefetch::prefetch(addrs[ahead as usize] as *const pyo3::ffi::PyObject);
+                    super::reading::prefetch::prefetch(
+                        addrs[ahead as usize] as *const pyo3::ffi::PyObject,
+                    );
                 }
                 let item = addrs[i as usize] as *mut pyo3::ffi::PyObject;
                 // SAFETY: a live item of `list` (no Python code runs in

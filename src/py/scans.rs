@@ -9,8 +9,8 @@
 //! every decline is).
 
 use super::error::{finish, Extracted, Outcome};
-use super::extract::{instance_dict, model_dict, types, Model};
-use super::read::{get, optional_model, optional_str, truthy, truthy_str};
+use super::reading::extract::{instance_dict, model_dict, types, Model};
+use super::reading::read::{get, optional_model, optional_str, truthy, truthy_str};
 use crate::core::scans::{self, BranchEvent, ContextEvent, PartFacts};
 use pyo3::intern;
 use pyo3::prelude::*;

@@ -3,11 +3,11 @@
 //! list (`Selected`) that `_prompt_chars_saved` prices from.
 
 use super::error::{finish, Extracted, Outcome};
-use super::extract::Extractor;
 use super::index::load::{load, Reading};
 use super::index::memos::selection::selection_again;
-use super::prefetch::{holds_exactly, list_items};
-use super::read::{request_content, text};
+use super::reading::extract::Extractor;
+use super::reading::prefetch::{holds_exactly, list_items};
+use super::reading::read::{request_content, text};
 use crate::core::filter::{History, Item};
 use crate::core::select::{self, Asked, Plan, Rules, LIGHT, MAX_EVENTS};
 use crate::core::window::SlidingWindow;

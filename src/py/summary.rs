@@ -16,7 +16,7 @@
 //! `tests/test_summaries.py` compares the results with google-adk's.
 
 use super::error::{Extracted, Outcome};
-use super::extract::{model_dict, types};
+use super::reading::extract::{model_dict, types};
 use crate::core::uuid::uuid4_text;
 use pyo3::ffi;
 use pyo3::intern;

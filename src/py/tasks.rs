@@ -18,10 +18,10 @@
 //! independently).
 
 use super::error::{finish, Extracted, Outcome};
-use super::extract::{model_dict, types, CHUNK};
-use super::fields::Fields;
-use super::prefetch;
-use super::read::{get, optional_model, optional_str, truthy_str};
+use super::reading::extract::{model_dict, types, CHUNK};
+use super::reading::fields::Fields;
+use super::reading::prefetch;
+use super::reading::read::{get, optional_model, optional_str, truthy_str};
 use crate::core::tasks::{self, Reply, ScopeEvent};
 use pyo3::intern;
 use pyo3::prelude::*;

@@ -11,7 +11,7 @@ use super::tracked::Tracked;
 use crate::core::index::id_key;
 use crate::core::slot_table::Slot;
 use crate::py::error::{Extracted, Outcome};
-use crate::py::extract::Extractor;
+use crate::py::reading::extract::Extractor;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
@@ -61,7 +61,11 @@ pub fn index_copied(
     t.next_holder += 1;
     t.holders.retain(|(_, h)| h.get().alive());
     let mut held: Vec<Py<PyAny>> = Vec::with_capacity(new.len());
-    let event_type = crate::py::extract::types(py)?.event.base().bind(py).clone();
+    let event_type = crate::py::reading::extract::types(py)?
+        .event
+        .base()
+        .bind(py)
+        .clone();
     let mut copied = 0;
     let mut adopted = 0;
     let mut changed = 0;
@@ -84,11 +88,11 @@ pub fn index_copied(
     // ahead so that the misses overlap.
     const AHEAD: usize = 16;
     for i in 0..AHEAD.min(new.len()) {
-        crate::py::prefetch::prefetch(list_item(new, i));
+        crate::py::reading::prefetch::prefetch(list_item(new, i));
     }
     for i in 0..old.len() {
         if i + AHEAD < new.len() {
-            crate::py::prefetch::prefetch(list_item(new, i + AHEAD));
+            crate::py::reading::prefetch::prefetch(list_item(new, i + AHEAD));
         }
         let (o, n) = (list_item(old, i), list_item(new, i));
         // SAFETY: `n` is a live item of `new` (borrowed from it).

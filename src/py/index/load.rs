@@ -12,8 +12,8 @@ use crate::core::select::Reader;
 use crate::core::slot_table::Slot;
 use crate::core::EventView;
 use crate::py::error::{Extracted, Outcome};
-use crate::py::extract::{event_dict, Extractor, CHUNK};
-use crate::py::scratch::Views;
+use crate::py::reading::extract::{event_dict, Extractor, CHUNK};
+use crate::py::reading::scratch::Views;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
@@ -269,7 +269,7 @@ fn resolve<'py>(
     let groups = groups_of(need);
     // The identity pass below then asks no weak reference while nothing died.
     t.settle();
-    let objects: Vec<Bound<'py, PyAny>> = crate::py::prefetch::list_items(list);
+    let objects: Vec<Bound<'py, PyAny>> = crate::py::reading::prefetch::list_items(list);
     let n = objects.len();
     let mut counts = Counters::default();
     let mut slots: Vec<Slot> = vec![Slot::MAX; n];
@@ -503,7 +503,7 @@ pub(super) fn taken<'py>(
         .collect();
     needed.sort_unstable();
     needed.dedup();
-    let (objects, at) = crate::py::prefetch::list_items_where(list, &needed);
+    let (objects, at) = crate::py::reading::prefetch::list_items_where(list, &needed);
     Ok(Loaded {
         objects,
         views: Views::default(),

@@ -120,7 +120,7 @@ pub fn index_configure(
 pub fn index_stats(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     // Read before the registry is locked: judging classes may import.
     let (by_reason, by_function) = crate::py::error::decline_totals(false);
-    let learned = crate::py::classes::learned_verdicts(py);
+    let learned = crate::py::reading::classes::learned_verdicts(py);
     let reg = registry();
     let events: usize = reg.sessions.values().map(|t| t.core.len()).sum();
     let bytes: usize = reg.sessions.values().map(Tracked::memory_bytes).sum();
@@ -139,11 +139,11 @@ pub fn index_stats(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
             .sum::<usize>(),
     )?;
     out.set_item("summary_bytes", summary_bytes)?;
-    out.set_item("scratch_bytes", crate::py::scratch::pooled_bytes())?;
+    out.set_item("scratch_bytes", crate::py::reading::scratch::pooled_bytes())?;
     crate::py::rows::stats(&out)?;
-    out.set_item("prefetch", crate::py::prefetch::enabled(py))?;
-    out.set_item("direct_fields", crate::py::fields::usable(py))?;
-    out.set_item("dict_tags", crate::py::version_tag::usable(py))?;
+    out.set_item("prefetch", crate::py::reading::prefetch::enabled(py))?;
+    out.set_item("direct_fields", crate::py::reading::fields::usable(py))?;
+    out.set_item("dict_tags", crate::py::reading::version_tag::usable(py))?;
     let c = reg.counters;
     out.set_item("by_identity", c.by_identity)?;
     out.set_item("by_id", c.by_id)?;

@@ -4,7 +4,7 @@
 //! [`CopyHolder`] holds a session copy's events while it lives).
 
 use crate::py::error::Extracted;
-use crate::py::extract::event_dict;
+use crate::py::reading::extract::event_dict;
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -32,7 +32,7 @@ pub(super) fn list_item(list: &Bound<'_, PyList>, i: usize) -> *mut ffi::PyObjec
 /// the caller knows those objects alive).
 #[inline]
 pub(super) fn starts_with(list: &Bound<'_, PyList>, addrs: &[usize]) -> bool {
-    match crate::py::prefetch::item_addresses(list) {
+    match crate::py::reading::prefetch::item_addresses(list) {
         Some(items) => items.len() >= addrs.len() && items[..addrs.len()] == *addrs,
         None => {
             list.len() >= addrs.len()

@@ -3,7 +3,7 @@
 //! calls use it through `compactions`).
 
 use super::objects::points_at;
-use crate::py::version_tag;
+use crate::py::reading::version_tag;
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -218,7 +218,7 @@ impl Summary {
     /// keeps a managed dict's pointer), and their dicts when known by
     /// address.
     pub(super) fn prefetch(&self) {
-        use crate::py::prefetch::prefetch;
+        use crate::py::reading::prefetch::prefetch;
         let before = |p: *mut ffi::PyObject| p.cast::<u8>().wrapping_sub(24).cast();
         prefetch(self.origin.as_ptr());
         for p in [Some(&self.event), self.node.as_ref()]

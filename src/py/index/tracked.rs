@@ -15,7 +15,7 @@ use crate::core::exact::Parsed;
 use crate::core::hash::FastMap;
 use crate::core::index::EventIndex;
 use crate::core::slot_table::Slot;
-use crate::py::extract::Interner;
+use crate::py::reading::extract::Interner;
 use crate::py::summary;
 use pyo3::ffi;
 use pyo3::prelude::*;

@@ -15,7 +15,7 @@ use crate::py::index::objects::{list_item, starts_with};
 use crate::py::index::registry::remembered;
 use crate::py::index::summaries::dict_state;
 use crate::py::index::tracked::Tracked;
-use crate::py::scratch::Views;
+use crate::py::reading::scratch::Views;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyList;

@@ -4,9 +4,9 @@
 //! other kind declines), a `str` argument's text, and the request content
 //! an item of the filtered history carries.
 
-use super::error::{Extracted, Outcome};
 use super::extract::{model_dict, Model};
 use crate::core::filter::Item;
+use crate::py::error::{Extracted, Outcome};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyList, PyString};

@@ -10,13 +10,13 @@
 //! subclasses, non-float timestamps) declines, and the caller falls back to
 //! google-adk's own code.
 
-use super::error::{Extracted, Outcome};
 use super::fields::Fields;
 use super::prefetch;
 use super::scratch::Views;
 use crate::core::event::Need;
 use crate::core::texts::Texts;
 use crate::core::{CompactionView, EventView, Span, Sym};
+use crate::py::error::{Extracted, Outcome};
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
