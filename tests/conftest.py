@@ -16,7 +16,7 @@ With `-n 2 --dist loadgroup` (tests/run.sh) the tests go to the workers one
 by one, but for the files of `WHOLE_FILES`, which one worker runs whole.
 
 `@pytest.mark.postgres` marks a test that runs on a PostgreSQL server (the
-`postgres_database` fixture). The server is the one `tests/postgres.py`
+`postgres_database` fixture). The server is the one `tests/support/postgres.py`
 started around the run (tests/run.sh: `ADK_FASTCOMPACT_POSTGRES_URL`), else
 one each pytest process starts for itself through it. When none can be
 had, the test skips saying why, and fails in CI (`CI=true`).
@@ -33,11 +33,12 @@ from collections.abc import Callable, Iterator
 from typing import Any, NoReturn
 
 import adk_fastcompact
-import postgres
 import pytest
 from adk_fastcompact import _families, _native
-from compare import NATIVE_OPS, PROFILE
 from hypothesis import HealthCheck, settings
+
+from support import postgres
+from support.compare import NATIVE_OPS, PROFILE
 
 _SUPPRESSED = [HealthCheck.too_slow, HealthCheck.data_too_large]
 
@@ -63,7 +64,7 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 #: Files one pytest-xdist worker runs whole: test_window's totals tests read
 #: what the blocks before them counted in that process, and test_audit's
 #: module fixture writes its stores once.
-WHOLE_FILES = ("tests/test_window.py", "tests/test_audit.py")
+WHOLE_FILES = ("tests/parity/test_window.py", "tests/audit/test_audit.py")
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -93,7 +94,7 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     config.addinivalue_line(
         "markers",
-        "postgres: runs on a PostgreSQL server (tests/postgres.py); skipped where none"
+        "postgres: runs on a PostgreSQL server (tests/support/postgres.py); skipped where none"
         " can be started, failed in CI",
     )
 
@@ -131,7 +132,7 @@ def _no_postgres(why: object) -> NoReturn:
 @pytest.fixture(scope="session")
 def postgres_url() -> Iterator[str]:
     """SQLAlchemy URL (asyncpg) of a database on a PostgreSQL server: the one
-    `tests/postgres.py` runs the tests under, else one started here for this
+    `tests/support/postgres.py` runs the tests under, else one started here for this
     process (one per pytest-xdist worker), stopped at the end."""
     url = os.environ.get(postgres.ENV)
     if url:

@@ -44,24 +44,24 @@ BEFORE = ("1.0.0", "1.15.1")
 
 # The tests that compare every decision with google-adk's own code.
 PARITY = (
-    "tests/test_differential.py",
-    "tests/test_window.py",
-    "tests/test_chars_saved.py",
-    "tests/test_contents.py",
-    "tests/test_runner_e2e.py",
-    "tests/test_install.py",
-    "tests/test_families.py",
+    "tests/parity/test_differential.py",
+    "tests/parity/test_window.py",
+    "tests/parity/test_chars_saved.py",
+    "tests/parity/test_contents.py",
+    "tests/e2e/test_runner_e2e.py",
+    "tests/install/test_install.py",
+    "tests/install/test_families.py",
 )
 # The quick subset: google-adk's own scenarios end to end, the differential
 # suite with fewer generated examples (HYPOTHESIS_PROFILE=quick) and the
 # window selections, under two of the five index states (no index; the same
 # lists again).
 QUICK = (
-    "tests/test_differential.py",
-    "tests/test_window.py",
-    "tests/test_runner_e2e.py",
-    "tests/test_install.py",
-    "tests/test_families.py",
+    "tests/parity/test_differential.py",
+    "tests/parity/test_window.py",
+    "tests/e2e/test_runner_e2e.py",
+    "tests/install/test_install.py",
+    "tests/install/test_families.py",
     "-k",
     "not cold and not copies and not invalidated",
 )
@@ -70,9 +70,9 @@ QUICK = (
 # examples, one end-to-end conversation (both triggers, on the SQLite
 # service: 100 turns, each reloading the session), install().
 CI = (
-    "tests/test_differential.py",
-    "tests/test_runner_e2e.py",
-    "tests/test_install.py",
+    "tests/parity/test_differential.py",
+    "tests/e2e/test_runner_e2e.py",
+    "tests/install/test_install.py",
     "-k",
     "not cold and not copies and not invalidated and not warm and not memory"
     " and not window-sqlite and not token-sqlite",
