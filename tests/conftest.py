@@ -16,7 +16,7 @@ With `-n 2 --dist loadgroup` (tests/run.sh) the tests go to the workers one
 by one, but for the files of `WHOLE_FILES`, which one worker runs whole.
 
 `@pytest.mark.postgres` marks a test that runs on a PostgreSQL server (the
-`postgres_database` fixture). The server is the one `tests/postgres.py`
+`postgres_database` fixture). The server is the one `tests/support/postgres.py`
 started around the run (tests/run.sh: `ADK_FASTCOMPACT_POSTGRES_URL`), else
 one each pytest process starts for itself through it. When none can be
 had, the test skips saying why, and fails in CI (`CI=true`).
@@ -33,11 +33,12 @@ from collections.abc import Callable, Iterator
 from typing import Any, NoReturn
 
 import adk_fastcompact
-import postgres
 import pytest
 from adk_fastcompact import _families, _native
-from compare import NATIVE_OPS, PROFILE
 from hypothesis import HealthCheck, settings
+
+from support import postgres
+from support.compare import NATIVE_OPS, PROFILE
 
 _SUPPRESSED = [HealthCheck.too_slow, HealthCheck.data_too_large]
 
@@ -63,7 +64,7 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 #: Files one pytest-xdist worker runs whole: test_window's totals tests read
 #: what the blocks before them counted in that process, and test_audit's
 #: module fixture writes its stores once.
-WHOLE_FILES = ("tests/test_window.py", "tests/test_audit.py")
+WHOLE_FILES = ("tests/parity/test_window.py", "tests/audit/test_audit.py")
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -93,7 +94,7 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     config.addinivalue_line(
         "markers",
-        "postgres: runs on a PostgreSQL server (tests/postgres.py); skipped where none"
+        "postgres: runs on a PostgreSQL server (tests/support/postgres.py); skipped where none"
         " can be started, failed in CI",
     )
 
@@ -131,7 +132,7 @@ def _no_postgres(why: object) -> NoReturn:
 @pytest.fixture(scope="session")
 def postgres_url() -> Iterator[str]:
     """SQLAlchemy URL (asyncpg) of a database on a PostgreSQL server: the one
-    `tests/postgres.py` runs the tests under, else one started here for this
+    `tests/support/postgres.py` runs the tests under, else one started here for this
     process (one per pytest-xdist worker), stopped at the end."""
     url = os.environ.get(postgres.ENV)
     if url:
@@ -251,10 +252,39 @@ _SAMPLED_MODES = ("warm", "copies", "invalidated")
 _SAMPLE_EVERY = 4
 
 
+#: The tests that take longest (`--durations`, google-adk 2.13.0): each a
+#: minute or more of a run of eight, most of it google-adk's own code on
+#: long sessions. With `--dist loadgroup` they are handed out first, longest
+#: first, after `WHOLE_FILES` (xdist hands out the largest scopes first):
+#: handed out in file order, the longest came last and one worker ran them
+#: alone while the other was done.
+SLOWEST = (
+    "tests/e2e/test_runner_e2e.py::test_runner_conversation_is_identical_with_install[both-memory]",
+    "tests/e2e/test_runner_e2e.py::test_runner_conversation_is_identical_with_install[token-memory]",
+    "tests/e2e/test_runner_e2e.py::test_runner_conversation_is_identical_with_install[token-sqlite]",
+    "tests/e2e/test_postgres.py::test_runner_conversation_on_postgres_is_identical_with_install",
+    "tests/exact/test_exact_mode.py::test_both_strategies_stay_bounded_over_300_turns",
+    "tests/e2e/test_runner_e2e.py::test_runner_conversation_is_identical_with_install",
+    "tests/install/test_install.py::test_the_bench_runs_on_the_installed_family",
+    "tests/index/test_field_reads.py::",
+    "tests/install/test_install.py::test_every_adk_module_in_a_fresh_interpreter",
+    "tests/exact/test_exact_mode.py::test_tail_retention_near_the_threshold",
+    "tests/parity/test_differential.py::test_seeded_sessions[copies-",
+)
+
+
+def _slowest_first(item: pytest.Item) -> int:
+    """Where `item` goes in the hand-out order: its place in `SLOWEST`, or after."""
+    return next(
+        (k for k, prefix in enumerate(SLOWEST) if item.nodeid.startswith(prefix)), len(SLOWEST)
+    )
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Seeded blocks run in full with the index off and cold; in the other
     index modes every fourth block runs (the hypothesis tests run in all).
-    `adk_2_13` tests are skipped on other families."""
+    `adk_2_13` tests are skipped on other families. Under `--dist
+    loadgroup`, `SLOWEST` go first (else every test keeps its place)."""
     keep, drop = [], []
     for item in items:
         needs_2_13 = item.get_closest_marker("adk_2_13")
@@ -270,3 +300,5 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+    if config.getvalue("dist") == "loadgroup":
+        items.sort(key=_slowest_first)  # stable: the rest keep their order

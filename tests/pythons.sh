@@ -193,7 +193,7 @@ for v in "${versions[@]}"; do
   say "  imports $where, google-adk $adk"
   echo "== pytest (CPython $v)"
   start=$SECONDS
-  # tests/test_wheel.py smoke-tests this very wheel (the venv has no maturin).
+  # tests/install/test_wheel.py smoke-tests this very wheel (the venv has no maturin).
   PATH="$venv/bin:$PATH" PYTHONPATH='' VIRTUAL_ENV=$venv ADK_FASTCOMPACT_WHEEL=$wheel \
     "$venv/bin/python" -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup \
     "${pytest_args[@]}" 2>&1 | tee "$out/pytest.log" | tail -n 25

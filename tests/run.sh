@@ -22,14 +22,16 @@ export ADK_FASTCOMPACT_WHEEL
 ADK_FASTCOMPACT_WHEEL="$(ls target/ci-wheel/*.whl)"
 echo "== pytest (google-adk 2.13.0), with a PostgreSQL server up (at ${SECONDS} s)"
 # Test by test on two workers, the files of conftest.WHOLE_FILES whole.
-# tests/postgres.py starts a throwaway PostgreSQL server for the tests of
-# tests/test_postgres.py (installing Debian's postgresql as root if need be)
+# tests/support/postgres.py starts a throwaway PostgreSQL server for the tests of
+# tests/e2e/test_postgres.py (installing Debian's postgresql as root if need be)
 # and stops it after. One that cannot start fails the run in CI (CI=true);
 # elsewhere those tests skip, saying why.
-python tests/postgres.py --optional -- \
+python tests/support/postgres.py --optional -- \
   python -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup "$@"
 echo "== the other google-adk profiles this release reproduces (CI's parity subset, one venv each) (at ${SECONDS} s)"
-python tests/families/run.py parity --ci --others --wheel "$ADK_FASTCOMPACT_WHEEL"
+# Two releases at a time: one pytest's workers idle while its longest test
+# runs, and a venv's install waits on the disk more than on the CPU.
+python tests/families/run.py parity --ci --others --jobs 2 --wheel "$ADK_FASTCOMPACT_WHEEL"
 echo "== import and install() on 1.0.0, 1.15.1 and the oldest and newest release of every family (at ${SECONDS} s)"
-python tests/families/run.py imports --wheel "$ADK_FASTCOMPACT_WHEEL"
+python tests/families/run.py imports --jobs 2 --wheel "$ADK_FASTCOMPACT_WHEEL"
 echo "== all passed (at ${SECONDS} s)"

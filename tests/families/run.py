@@ -6,6 +6,7 @@
     python tests/families/run.py parity --ci --others  # what CI runs: one release per profile
     python tests/families/run.py imports --releases 1.0.0,2.4.0
     python tests/families/run.py mutants            # each profile flag flipped: must fail
+    python tests/families/run.py imports --jobs 2   # two releases at a time (not mutants)
 
 Builds the wheel once (`maturin build --release`), then for each release a
 venv under `.families/venvs/<release>` with `google-adk==<release>` (and, for
@@ -22,6 +23,7 @@ fails. Exits nonzero if any release fails (or any mutant survives).
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import json
 import os
 import pathlib
@@ -43,24 +45,24 @@ BEFORE = ("1.0.0", "1.15.1")
 
 # The tests that compare every decision with google-adk's own code.
 PARITY = (
-    "tests/test_differential.py",
-    "tests/test_window.py",
-    "tests/test_chars_saved.py",
-    "tests/test_contents.py",
-    "tests/test_runner_e2e.py",
-    "tests/test_install.py",
-    "tests/test_families.py",
+    "tests/parity/test_differential.py",
+    "tests/parity/test_window.py",
+    "tests/parity/test_chars_saved.py",
+    "tests/parity/test_contents.py",
+    "tests/e2e/test_runner_e2e.py",
+    "tests/install/test_install.py",
+    "tests/install/test_families.py",
 )
 # The quick subset: google-adk's own scenarios end to end, the differential
 # suite with fewer generated examples (HYPOTHESIS_PROFILE=quick) and the
 # window selections, under two of the five index states (no index; the same
 # lists again).
 QUICK = (
-    "tests/test_differential.py",
-    "tests/test_window.py",
-    "tests/test_runner_e2e.py",
-    "tests/test_install.py",
-    "tests/test_families.py",
+    "tests/parity/test_differential.py",
+    "tests/parity/test_window.py",
+    "tests/e2e/test_runner_e2e.py",
+    "tests/install/test_install.py",
+    "tests/install/test_families.py",
     "-k",
     "not cold and not copies and not invalidated",
 )
@@ -69,9 +71,9 @@ QUICK = (
 # examples, one end-to-end conversation (both triggers, on the SQLite
 # service: 100 turns, each reloading the session), install().
 CI = (
-    "tests/test_differential.py",
-    "tests/test_runner_e2e.py",
-    "tests/test_install.py",
+    "tests/parity/test_differential.py",
+    "tests/e2e/test_runner_e2e.py",
+    "tests/install/test_install.py",
     "-k",
     "not cold and not copies and not invalidated and not warm and not memory"
     " and not window-sqlite and not token-sqlite",
@@ -108,15 +110,16 @@ def wheel() -> pathlib.Path:
     return built
 
 
-def venv(release: str, built: pathlib.Path, tests: bool) -> pathlib.Path:
+def venv(release: str, built: pathlib.Path, tests: bool, log: list[str]) -> pathlib.Path:
     """The release's venv with google-adk, the pinned test requirements
     (for `parity`/`mutants`) and the wheel, installed by uv (a venv per
-    release costs seconds, not the minute pip takes)."""
+    release costs seconds, not the minute pip takes). A venv made for
+    `parity` serves `imports` too: it has google-adk and the wheel."""
     home = WORK / "venvs" / release
     python = home / "bin" / "python"
     uv = pathlib.Path(sys.executable).parent / "uv"
     if not python.exists():
-        subprocess.run([str(uv), "venv", "-q", "--python", sys.executable, str(home)], check=True)
+        run([str(uv), "venv", "-q", "--python", sys.executable, str(home)], log)
     install = [str(uv), "pip", "install", "-q", "--python", str(python)]
     wanted = [f"google-adk=={release}"]
     if tests:
@@ -125,9 +128,17 @@ def venv(release: str, built: pathlib.Path, tests: bool) -> pathlib.Path:
             for line in (ROOT / "tests" / "requirements.txt").read_text().splitlines()
         ]
         wanted += [p for p in pinned if p and not p.startswith(("google-adk", "maturin", "uv"))]
-    subprocess.run([*install, *wanted], check=True)
-    subprocess.run([*install, "--reinstall", "--no-deps", str(built)], check=True)
+    run([*install, *wanted], log)
+    run([*install, "--reinstall", "--no-deps", str(built)], log)
     return python
+
+
+def run(command: list[str], log: list[str]) -> None:
+    """Runs `command`, its output going to `log`; raises if it fails."""
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    log.append(done.stdout + done.stderr)
+    if done.returncode != 0:
+        raise subprocess.CalledProcessError(done.returncode, command)
 
 
 def releases_for(kind: str) -> list[str]:
@@ -150,23 +161,25 @@ def one_per_profile() -> list[str]:
     return list(newest.values())
 
 
-def imports(python: pathlib.Path, release: str) -> bool:
+def imports(python: pathlib.Path, release: str, log: list[str]) -> bool:
     done = subprocess.run(
         [str(python), "-c", SMOKE], capture_output=True, text=True, cwd=WORK, check=False
     )
     if done.returncode != 0:
-        print(f"  FAIL {release}: exit {done.returncode}\n{done.stderr[-3000:]}")
+        log.append(f"  FAIL {release}: exit {done.returncode}\n{done.stderr[-3000:]}\n")
         return False
     found = json.loads(done.stdout)
     fam = next((f for f in families() if release in f.releases), None)
     expected = fam is not None and fam.releases[0] in PROFILES
     ok = found["active"] is expected and found["changed"] == []
     ok &= expected or bool(found["warnings"])
-    print(f"  {'ok' if ok else 'FAIL'} {release}: {json.dumps(found)}")
+    log.append(f"  {'ok' if ok else 'FAIL'} {release}: {json.dumps(found)}\n")
     return ok
 
 
-def parity(python: pathlib.Path, release: str, quick: bool, ci: bool = False) -> bool:
+def parity(
+    python: pathlib.Path, release: str, quick: bool, log: list[str], ci: bool = False
+) -> bool:
     env = {**os.environ, "HYPOTHESIS_PROFILE": "quick" if quick or ci else "ci"}
     args = [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2"]
     # Test by test, the files of conftest.WHOLE_FILES whole.
@@ -178,7 +191,8 @@ def parity(python: pathlib.Path, release: str, quick: bool, ci: bool = False) ->
     args += ["-W", "ignore:[EXPERIMENTAL]:UserWarning"]
     # From the project root, whose python/ is not on the path: the tests
     # import the wheel installed in the venv.
-    done = subprocess.run(args, cwd=ROOT, env=env, check=False)
+    done = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    log.append(done.stdout + done.stderr)
     return done.returncode == 0
 
 
@@ -208,7 +222,10 @@ def mutants(python: pathlib.Path, release: str, only: list[str] | None = None) -
                 f"_PROFILE_FLAGS[{profile.name!r}], {flag}={not value})\n"
             )
             path.write_text(original + mutant)
-            failed = not parity(python, release, quick=True)
+            log: list[str] = []
+            failed = not parity(python, release, quick=True, log=log)
+            if not failed:
+                print("".join(log), end="")
             print(f"   {release} with {flag}={not value}: {'failed' if failed else 'PASSED'}")
             killed &= failed
     finally:
@@ -233,6 +250,9 @@ def main() -> int:
     )
     parser.add_argument("--wheel", type=pathlib.Path, help="a wheel built already")
     parser.add_argument("--flags", help="mutants: the comma-separated profile flags to flip")
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="releases run at a time (mutants: always one)"
+    )
     args = parser.parse_args()
     WORK.mkdir(exist_ok=True)
     built = args.wheel or wheel()
@@ -245,20 +265,39 @@ def main() -> int:
     if args.others:
         here = _families.recognise().family
         picked = [r for r in picked if here is None or r not in here.releases]
-    failed = []
-    for release in picked:
+
+    def one(release: str) -> tuple[bool, str]:
+        """Runs `args.kind` on `release`; its success and its log."""
         start = time.perf_counter()
-        print(f"== google-adk {release}", flush=True)
-        python = venv(release, built, tests=args.kind != "imports")
-        if args.kind == "imports":
-            ok = imports(python, release)
-        elif args.kind == "parity":
-            ok = parity(python, release, args.quick, args.ci)
-        else:
-            ok = mutants(python, release, args.flags.split(",") if args.flags else None)
-        print(f"   {release}: {'ok' if ok else 'FAILED'} in {time.perf_counter() - start:.0f} s")
-        if not ok:
-            failed.append(release)
+        log = [f"== google-adk {release}\n"]
+        try:
+            python = venv(release, built, tests=args.kind != "imports", log=log)
+            if args.kind == "imports":
+                ok = imports(python, release, log)
+            elif args.kind == "parity":
+                ok = parity(python, release, args.quick, log, args.ci)
+            else:
+                print("".join(log), end="", flush=True)
+                log = []
+                ok = mutants(python, release, args.flags.split(",") if args.flags else None)
+        except subprocess.CalledProcessError as error:
+            log.append(f"  FAIL {release}: {error}\n")
+            ok = False
+        log.append(
+            f"   {release}: {'ok' if ok else 'FAILED'} in {time.perf_counter() - start:.0f} s\n"
+        )
+        return ok, "".join(log)
+
+    # Releases run `--jobs` at a time (a venv's install waits on the disk
+    # and the network more than on the CPU); each one's log is printed
+    # whole when it is done.
+    failed = []
+    jobs = 1 if args.kind == "mutants" else args.jobs
+    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+        for release, (ok, log) in zip(picked, pool.map(one, picked), strict=True):
+            print(log, end="", flush=True)
+            if not ok:
+                failed.append(release)
     print("failed:", ", ".join(failed) if failed else "none")
     return 1 if failed else 0
 
