@@ -44,6 +44,18 @@ pub struct Rules {
 }
 
 impl Rules {
+    /// Each rule with its name, in declaration order.
+    pub fn named(self) -> [(&'static str, bool); 6] {
+        [
+            ("scoped", self.scoped),
+            ("dead_calls", self.dead_calls),
+            ("priced", self.priced),
+            ("own_counts", self.own_counts),
+            ("rewinds", self.rewinds),
+            ("self_contained", self.self_contained),
+        ]
+    }
+
     /// google-adk 2.13's rules, which exact mode and the audit follow.
     pub const LATEST: Rules = Rules {
         scoped: true,

@@ -75,24 +75,10 @@ impl FamilyRules {
     }
 
     fn __repr__(&self) -> String {
-        let Rules {
-            scoped,
-            dead_calls,
-            priced,
-            own_counts,
-            rewinds,
-            self_contained,
-        } = self.0;
-        let flag = |b: bool| if b { "True" } else { "False" };
-        format!(
-            "Rules(scoped={}, dead_calls={}, priced={}, own_counts={}, rewinds={}, self_contained={})",
-            flag(scoped),
-            flag(dead_calls),
-            flag(priced),
-            flag(own_counts),
-            flag(rewinds),
-            flag(self_contained)
-        )
+        let flags: Vec<String> = (self.0.named().iter())
+            .map(|(name, on)| format!("{name}={}", if *on { "True" } else { "False" }))
+            .collect();
+        format!("Rules({})", flags.join(", "))
     }
 
     fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
@@ -102,17 +88,7 @@ impl FamilyRules {
     }
 
     fn __hash__(&self) -> u64 {
-        let r = self.0;
-        [
-            r.scoped,
-            r.dead_calls,
-            r.priced,
-            r.own_counts,
-            r.rewinds,
-            r.self_contained,
-        ]
-        .iter()
-        .fold(0, |h, &b| h << 1 | u64::from(b))
+        (self.0.named().iter()).fold(0, |h, &(_, on)| h << 1 | u64::from(on))
     }
 }
 

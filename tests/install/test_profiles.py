@@ -129,6 +129,9 @@ def test_each_profile_hands_the_native_selections_its_flags_once(name: str) -> N
     selection = ("scoped", "dead_calls", "priced", "own_counts", "rewinds", "self_contained")
     assert profile.rules == _native.Rules(**{flag: getattr(profile, flag) for flag in selection})
     assert profile.rules is profile.rules
+    shown = ", ".join(f"{flag}={getattr(profile, flag)}" for flag in selection)
+    assert repr(profile.rules) == f"Rules({shown})"
+    assert hash(profile.rules) == hash(_native.Rules(**{f: getattr(profile, f) for f in selection}))
     # Each flag tells the rules apart.
     for flag in selection:
         flipped = {f: getattr(profile, f) for f in selection} | {flag: not getattr(profile, flag)}
