@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 WHEEL_VARIABLE = "ADK_FASTCOMPACT_WHEEL"
 SWITCHES = (
     "ADK_FASTCOMPACT_PREFETCH",
