@@ -14,7 +14,7 @@ dict with the seven arguments, a fresh `NodeInfo()` and a newly drawn id
 put in place (same key order), and the same `model_fields_set`. When an
 argument is not of the exact type validation would keep as is, the Event is
 built through validation, exactly as google-adk does, so validation errors
-stay google-adk's. `tests/test_summaries.py` proves equality field by field,
+stay google-adk's. `tests/parity/test_summaries.py` proves equality field by field,
 key order, fields set and the id-provider draws.
 """
 

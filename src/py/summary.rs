@@ -13,7 +13,7 @@
 //!
 //! Arguments of another type than validation keeps as is are left to the
 //! caller's Python builder (which validates, as google-adk does).
-//! `tests/test_summaries.py` compares the results with google-adk's.
+//! `tests/parity/test_summaries.py` compares the results with google-adk's.
 
 use super::error::{Extracted, Outcome};
 use super::reading::extract::{model_dict, types};
