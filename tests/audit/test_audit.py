@@ -354,8 +354,10 @@ def test_what_is_not_a_store_is_said_and_exits_2(
 @pytest.mark.parametrize(
     ("url", "message"),
     [
+        # Read natively: no server there.
+        ("postgresql+asyncpg://user:secret@localhost:1/adk", "cannot connect"),
         # Read through google-adk's DatabaseSessionService: no driver here.
-        ("postgresql+asyncpg://user:secret@localhost/adk", "(postgresql), read through"),
+        ("mysql+aiomysql://user:secret@localhost/adk", "(mysql), read through"),
         ("sqlite+aiosqlite:///does/not/exist.db", "no such file"),
         ("sqlite://", "not a SQLite file URL"),
         ("not a url://x", "not a SQLAlchemy URL"),
@@ -623,7 +625,17 @@ def test_a_malformed_row_is_reported_and_its_session_skipped(
 def test_the_json_report_shape(stores: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
     db, expected = stores["tied-None"]
     code, report = audit(db, *settings_args(TIED), capsys=capsys)
-    assert set(report) == {"store", "kind", "order", "settings", "summary", "timing", "sessions"}
+    assert set(report) == {
+        "store",
+        "kind",
+        "order",
+        "shard",
+        "settings",
+        "summary",
+        "timing",
+        "sessions",
+    }
+    assert report["shard"] is None
     assert report["kind"] == "sqlite" and report["order"] == "timestamp"
     assert set(report["settings"]) == {
         "compaction_interval",

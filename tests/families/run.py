@@ -127,7 +127,11 @@ def venv(release: str, built: pathlib.Path, tests: bool, log: list[str]) -> path
             line.split("#")[0].strip()
             for line in (ROOT / "tests" / "requirements.txt").read_text().splitlines()
         ]
-        wanted += [p for p in pinned if p and not p.startswith(("google-adk", "maturin", "uv"))]
+        wanted += [
+            p
+            for p in pinned
+            if p and not p.startswith(("google-adk", "maturin", "uv", "distributed"))
+        ]
     run([*install, *wanted], log)
     run([*install, "--reinstall", "--no-deps", str(built)], log)
     return python

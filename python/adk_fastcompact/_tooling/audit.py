@@ -33,18 +33,26 @@ See docs/audit.md.
 
 from __future__ import annotations
 
-import math
 import os
 import re
 import time
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .. import _native
+from .audit_open import open_store, opened
+from .audit_report import (
+    CAUSES,
+    AuditReport,
+    SessionReport,
+    Settings,
+    declined_lines,
+    events_table,
+    stalled_lines,
+    summary_table,
+    timing_line,
+)
 from .audit_stores import (
     ORDER_STORED,
     ORDER_TIMESTAMP,
@@ -57,8 +65,6 @@ from .audit_stores import (
     _load_attr,
     export_sessions,
     load_service,
-    open_store,
-    opened,
 )
 
 __all__ = [
@@ -75,26 +81,22 @@ __all__ = [
     "StoreError",
     "StoredSession",
     "app_settings",
+    "audit_store",
+    "declined_lines",
+    "events_table",
     "export_sessions",
     "given_settings",
     "infer_settings",
+    "infer_whole",
     "load_service",
     "open_store",
     "opened",
     "run_audit",
+    "stalled_lines",
+    "summary_table",
+    "timing_line",
 ]
 
-if TYPE_CHECKING:
-    from rich.console import RenderableType
-
-CAUSES = (
-    "tied_timestamp",
-    "out_of_order_timestamp",
-    "appended_while_summarizing",
-    "malformed_record",
-    "unknown",
-)
-"""Why an event is hidden, as `_native.audit_stored` names it."""
 
 BATCH_SESSIONS = 256
 """Sessions handed to the native audit at once (at most)."""
@@ -117,53 +119,6 @@ stored token counts do not tell it."""
 
 _COMPACTION = re.compile(rb'"compaction"\s*:\s*\{')
 _DECLINED_EVENT = re.compile(r"^event (\d+):")
-
-
-# -- settings --------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Settings:
-    """The compaction settings the stored compactions are replayed with."""
-
-    compaction_interval: int | None = None
-    overlap_size: int = 0
-    token_threshold: int | None = None
-    event_retention_size: int | None = None
-    #: Where they come from: "given", "app module M:A", "inferred ...", "none".
-    source: str = "none"
-
-    def __post_init__(self) -> None:
-        if self.compaction_interval is not None and self.compaction_interval < 1:
-            raise SettingsError(f"the interval must be >= 1, got {self.compaction_interval}")
-        if self.overlap_size < 0:
-            raise SettingsError(f"the overlap must be >= 0, got {self.overlap_size}")
-        if self.token_threshold is not None and self.token_threshold < 1:
-            raise SettingsError(f"the token threshold must be >= 1, got {self.token_threshold}")
-        if (self.token_threshold is None) != (self.event_retention_size is None):
-            raise SettingsError("the token threshold and the retention go together")
-        if self.event_retention_size is not None and self.event_retention_size < 0:
-            raise SettingsError(f"the retention must be >= 0, got {self.event_retention_size}")
-
-    def native_kwargs(self) -> dict[str, Any]:
-        return {
-            "compaction_interval": self.compaction_interval,
-            "overlap_size": self.overlap_size,
-            "token_threshold": self.token_threshold,
-            "event_retention_size": self.event_retention_size,
-        }
-
-    def describe(self) -> str:
-        parts = []
-        if self.compaction_interval is not None:
-            parts.append(f"interval {self.compaction_interval}, overlap {self.overlap_size}")
-        if self.event_retention_size is not None:
-            threshold = "any" if self.source.startswith("inferred") else f"{self.token_threshold:,}"
-            parts.append(f"token threshold {threshold}, retention {self.event_retention_size}")
-        return "; ".join(parts) or "no compaction configured"
-
-    def to_json(self) -> dict[str, Any]:
-        return {**self.native_kwargs(), "source": self.source}
 
 
 def given_settings(
@@ -226,147 +181,6 @@ def app_settings(spec: str) -> Settings:
         event_retention_size=config.event_retention_size,
         source=source,
     )
-
-
-# -- the audit -------------------------------------------------------------------------
-
-
-@dataclass
-class SessionReport:
-    """What the audit found in one session."""
-
-    app_name: str
-    user_id: str
-    session_id: str
-    events: int = 0
-    declined: str | None = None
-    prompt_size: int | None = None
-    compactions: list[dict[str, Any]] = field(default_factory=list)
-    hidden: list[dict[str, Any]] = field(default_factory=list)
-    duplicated: list[dict[str, Any]] = field(default_factory=list)
-    #: Events the store cannot decide about (a surviving summary's maker
-    #: unknown, its plausible readings disagree on them): what each could
-    #: be (`could_be`: hidden or duplicated) and why (`reason`).
-    undecidable: list[dict[str, Any]] = field(default_factory=list)
-    #: Compaction due yet selecting nothing (a pending call blocks it):
-    #: `trigger`, `backlog`, `backlog_invocations`, `prompt_then`.
-    stalled: dict[str, Any] | None = None
-    #: Why the prompt the session yields now could not be built.
-    prompt_error: str | None = None
-
-    @property
-    def affected(self) -> bool:
-        return bool(self.hidden or self.duplicated)
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "app_name": self.app_name,
-            "user_id": self.user_id,
-            "session_id": self.session_id,
-            "events": self.events,
-        }
-        if self.declined is not None:
-            out["declined"] = self.declined
-            return out
-        out["prompt_size"] = self.prompt_size
-        out["compactions"] = self.compactions
-        out["hidden"] = self.hidden
-        out["duplicated"] = self.duplicated
-        out["undecidable"] = self.undecidable
-        out["stalled"] = self.stalled
-        if self.prompt_error is not None:
-            out["prompt_error"] = self.prompt_error
-        return out
-
-
-@dataclass
-class AuditReport:
-    """The audit of one store."""
-
-    store: str
-    kind: str
-    order: str
-    settings: Settings
-    sessions: list[SessionReport] = field(default_factory=list)
-    read_seconds: float = 0.0
-    infer_seconds: float = 0.0
-    #: Time the native analysis took, on the worker thread (it overlaps
-    #: reading the next batch).
-    analysis_seconds: float = 0.0
-    #: Time the reader waited for an analysis after reading its batch: the
-    #: analysis time reading did not hide (and the wake-up after it).
-    analysis_wait_seconds: float = 0.0
-    #: Start to end of the scan.
-    wall_seconds: float = 0.0
-    threads: int | None = None
-
-    @property
-    def affected(self) -> list[SessionReport]:
-        return [s for s in self.sessions if s.affected]
-
-    @property
-    def declined(self) -> list[SessionReport]:
-        return [s for s in self.sessions if s.declined is not None]
-
-    @property
-    def stalled(self) -> list[SessionReport]:
-        return [s for s in self.sessions if s.stalled is not None]
-
-    def hidden_by_cause(self) -> Counter[str]:
-        return Counter(h["cause"] for s in self.sessions for h in s.hidden)
-
-    def duplicated_count(self) -> int:
-        return sum(len(s.duplicated) for s in self.sessions)
-
-    def undecidable_count(self) -> int:
-        return sum(len(s.undecidable) for s in self.sessions)
-
-    def records(self) -> Counter[str]:
-        return Counter(str(c["record"]) for s in self.sessions for c in s.compactions)
-
-    def not_replayed(self) -> int:
-        return sum(not c["replayed"] for s in self.sessions for c in s.compactions)
-
-    def summary(self) -> dict[str, Any]:
-        hidden = self.hidden_by_cause()
-        return {
-            "sessions": len(self.sessions),
-            "sessions_affected": len(self.affected),
-            "sessions_declined": len(self.declined),
-            "sessions_stalled": len(self.stalled),
-            "sessions_without_prompt": sum(s.prompt_error is not None for s in self.sessions),
-            "events": sum(s.events for s in self.sessions),
-            "hidden": sum(hidden.values()),
-            "hidden_by_cause": {cause: hidden[cause] for cause in sorted(hidden)},
-            "duplicated": self.duplicated_count(),
-            "undecidable": self.undecidable_count(),
-            "compactions": sum(len(s.compactions) for s in self.sessions),
-            "compactions_not_replayed": self.not_replayed(),
-            "records": dict(sorted(self.records().items())),
-        }
-
-    @property
-    def exit_code(self) -> int:
-        """0 when nothing is hidden or duplicated, 1 when something is."""
-        return 1 if self.affected else 0
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "store": self.store,
-            "kind": self.kind,
-            "order": self.order,
-            "settings": self.settings.to_json(),
-            "summary": self.summary(),
-            "timing": {
-                "read_seconds": self.read_seconds,
-                "infer_seconds": self.infer_seconds,
-                "analysis_seconds": self.analysis_seconds,
-                "analysis_wait_seconds": self.analysis_wait_seconds,
-                "wall_seconds": self.wall_seconds,
-                "threads": self.threads,
-            },
-            "sessions": [s.to_json() for s in self.sessions],
-        }
 
 
 Progress = Callable[[int, int], None]
@@ -614,6 +428,7 @@ def run_audit(
         order=store.order,
         settings=settings or Settings(),
         threads=_threads() if parallel else 1,
+        shard=store.filters.shard,
     )
     # A batch is analysed on a worker thread (the native call releases the
     # interpreter) while the next one is read; at most one waits, so memory
@@ -656,136 +471,69 @@ def run_audit(
     return report
 
 
+def infer_whole(
+    spec: str,
+    filters: Filters,
+    *,
+    parallel: bool = True,
+    max_sessions: int = BATCH_SESSIONS,
+    max_bytes: int = BATCH_BYTES,
+) -> Settings:
+    """The settings an audit of the whole store would infer (from its first
+    batch, whatever shard `filters` names): what every shard of one audit
+    is replayed with, so that their reports merge into the whole store's.
+
+    Raises:
+      StoreError: The store cannot be read.
+    """
+    with opened(spec, filters.whole()) as store:
+        for batch, _ in _batches(store, max_sessions, max_bytes, [0.0]):
+            return infer_settings(batch, store.order, parallel)
+    return Settings(source="inferred: no session to sample")
+
+
+def audit_store(
+    spec: str,
+    filters: Filters,
+    settings: Settings | None,
+    *,
+    parallel: bool = True,
+    progress: Callable[[Store], Progress | None] | None = None,
+    max_sessions: int = BATCH_SESSIONS,
+    max_bytes: int = BATCH_BYTES,
+) -> AuditReport:
+    """Opens the store `spec` names and audits it (`run_audit`); a shard
+    without settings is replayed with those of the whole store (`infer_whole`).
+
+    Args:
+      progress: Given the opened store, returns what `run_audit` tells of
+        each batch done.
+
+    Raises:
+      StoreError: The store cannot be read.
+    """
+    infer_seconds = 0.0
+    if settings is None and filters.shard is not None:
+        started = time.perf_counter()
+        settings = infer_whole(
+            spec, filters, parallel=parallel, max_sessions=max_sessions, max_bytes=max_bytes
+        )
+        infer_seconds = time.perf_counter() - started
+    with opened(spec, filters) as store:
+        report = run_audit(
+            store,
+            settings,
+            parallel=parallel,
+            progress=None if progress is None else progress(store),
+            max_sessions=max_sessions,
+            max_bytes=max_bytes,
+        )
+    report.infer_seconds += infer_seconds
+    return report
+
+
 def _threads() -> int | None:
     value = os.environ.get("RAYON_NUM_THREADS", "").strip()
     if value.isdigit() and int(value) > 0:
         return int(value)
     return os.cpu_count()
-
-
-# -- rendering -------------------------------------------------------------------------
-
-
-def _when(stamp: float | None) -> str:
-    if stamp is None or not math.isfinite(stamp):
-        return "" if stamp is None else str(stamp)
-    try:
-        moment = datetime.fromtimestamp(stamp, timezone.utc)
-    except (OverflowError, OSError, ValueError):
-        return repr(stamp)
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def summary_table(report: AuditReport) -> RenderableType:
-    from rich.table import Table
-
-    summary = report.summary()
-    table = Table(title="compaction audit", show_header=False)
-    table.add_column("what")
-    table.add_column("count", justify="right")
-    table.add_row("sessions scanned", f"{summary['sessions']:,}")
-    table.add_row("events scanned", f"{summary['events']:,}")
-    affected = summary["sessions_affected"]
-    table.add_row(
-        "sessions affected", f"[bold red]{affected:,}[/]" if affected else "0", end_section=True
-    )
-    table.add_row("events hidden", f"{summary['hidden']:,}")
-    for cause, count in summary["hidden_by_cause"].items():
-        table.add_row(f"  {cause.replace('_', ' ')}", f"{count:,}")
-    table.add_row("events duplicated", f"{summary['duplicated']:,}")
-    table.add_row("events undecidable", f"{summary['undecidable']:,}", end_section=True)
-    table.add_row("compactions stored", f"{summary['compactions']:,}")
-    for record, count in summary["records"].items():
-        table.add_row(f"  {record} records", f"{count:,}")
-    table.add_row("compactions not replayed", f"{summary['compactions_not_replayed']:,}")
-    table.add_row("sessions stalled", f"{summary['sessions_stalled']:,}")
-    table.add_row("sessions declined", f"{summary['sessions_declined']:,}")
-    if summary["sessions_without_prompt"]:
-        table.add_row("sessions without a prompt", f"{summary['sessions_without_prompt']:,}")
-    return table
-
-
-def events_table(report: AuditReport, limit: int) -> tuple[RenderableType | None, int]:
-    """The hidden and duplicated events (the first `limit`), and how many more there are."""
-    from rich.table import Table
-
-    rows = (
-        [
-            (session, event, f"hidden: {event['cause'].replace('_', ' ')}")
-            for session in report.affected
-            for event in session.hidden
-        ]
-        + [
-            (session, event, "duplicated")
-            for session in report.affected
-            for event in session.duplicated
-        ]
-        + [
-            (session, event, f"undecidable: {event['could_be']}?")
-            for session in report.sessions
-            for event in session.undecidable
-        ]
-    )
-    if not rows:
-        return None, 0
-    rows.sort(key=lambda row: (row[0].app_name, row[0].user_id, row[0].session_id))
-    table = Table(title="events hidden or duplicated")
-    for name in ("app", "user", "session", "event id", "invocation", "timestamp", "author"):
-        table.add_column(name, overflow="fold")
-    table.add_column("finding")
-    table.add_column("compaction", overflow="fold")
-    for session, event, finding in rows[:limit]:
-        table.add_row(
-            session.app_name,
-            session.user_id,
-            session.session_id,
-            str(event["id"]),
-            str(event["invocation_id"]),
-            _when(event["timestamp"]),
-            str(event["author"] or ""),
-            finding,
-            str(event["compaction_id"] or ""),
-        )
-    return table, max(0, len(rows) - limit)
-
-
-def declined_lines(report: AuditReport, limit: int) -> list[str]:
-    declined = report.declined
-    lines = [
-        f"declined {s.app_name}/{s.user_id}/{s.session_id}: {s.declined}" for s in declined[:limit]
-    ]
-    if len(declined) > limit:
-        lines.append(f"... and {len(declined) - limit} more declined sessions (see --json)")
-    return lines
-
-
-def stalled_lines(report: AuditReport, limit: int) -> list[str]:
-    """A line per stalled session (the first `limit`)."""
-    stalled = report.stalled
-    lines = []
-    for s in stalled[:limit]:
-        x = s.stalled or {}
-        then = x.get("prompt_then")
-        trend = (
-            f"; prompt {then:,} items after the last summary, {s.prompt_size:,} now"
-            if then is not None and s.prompt_size is not None
-            else ""
-        )
-        lines.append(
-            f"stalled {s.app_name}/{s.user_id}/{s.session_id}: {x.get('trigger')} due, "
-            f"selects nothing; {x.get('backlog', 0):,} events of "
-            f"{x.get('backlog_invocations', 0):,} invocations waiting{trend}"
-        )
-    if len(stalled) > limit:
-        lines.append(f"... and {len(stalled) - limit} more stalled sessions (see --json)")
-    return lines
-
-
-def timing_line(report: AuditReport) -> str:
-    threads = f", {report.threads} threads" if report.threads else ""
-    infer = f", inference {report.infer_seconds:.2f} s" if report.infer_seconds else ""
-    return (
-        f"read {report.read_seconds:.2f} s, analysis {report.analysis_seconds:.2f} s"
-        f"{threads} (overlapping the reading; {report.analysis_wait_seconds:.2f} s not"
-        f" hidden by it){infer}, {report.wall_seconds:.2f} s in all"
-    )

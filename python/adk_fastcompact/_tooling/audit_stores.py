@@ -15,7 +15,7 @@ on the hot path. See docs/audit.md.
 
 from __future__ import annotations
 
-import contextlib
+import hashlib
 import importlib
 import json
 import os
@@ -53,6 +53,44 @@ class StoreError(Exception):
     """A store that cannot be read at all (missing, foreign, a bad URL): exit 2."""
 
 
+# -- shards -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, order=True)
+class Shard:
+    """The `index`-th (from 1) of `count` disjoint parts of a store."""
+
+    index: int
+    count: int
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.index <= self.count:
+            raise ValueError(f"shard {self.index}/{self.count}: expected 1 <= I <= N")
+
+    @classmethod
+    def parse(cls, text: str) -> Shard:
+        """`I/N`, as `--shard` takes it."""
+        index, slash, count = text.partition("/")
+        if not slash or not index.strip().isdigit() or not count.strip().isdigit():
+            raise ValueError(f"{text!r}: a shard is I/N (the I-th of N, from 1)")
+        return cls(int(index), int(count))
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+    def holds(self, app: str, user: str, session: str) -> bool:
+        """Whether the session `(app, user, session)` is in this part."""
+        return shard_of(app, user, session, self.count) == self.index
+
+
+def shard_of(app: str, user: str, session: str, count: int) -> int:
+    """The shard (from 1, of `count`) a session falls in: a stable hash of
+    its three keys (BLAKE2b), the same in every process and on every machine."""
+    key = "\x1f".join((app, user, session)).encode("utf-8", "surrogatepass")
+    digest = hashlib.blake2b(key, digest_size=8).digest()
+    return int.from_bytes(digest, "big") % count + 1
+
+
 # -- stores ----------------------------------------------------------------------------
 
 
@@ -63,13 +101,19 @@ class Filters:
     app: str | None = None
     user: str | None = None
     session: str | None = None
+    shard: Shard | None = None
 
     def admit(self, app: str, user: str, session: str) -> bool:
         return (
             (self.app is None or app == self.app)
             and (self.user is None or user == self.user)
             and (self.session is None or session == self.session)
+            and (self.shard is None or self.shard.holds(app, user, session))
         )
+
+    def whole(self) -> Filters:
+        """These filters over the whole store (no shard)."""
+        return Filters(self.app, self.user, self.session)
 
 
 @dataclass
@@ -138,6 +182,8 @@ class Store(Protocol):
     order: str
     #: One line saying what was opened and how it loads a session.
     description: str
+    #: Which of its sessions are read.
+    filters: Filters
 
     def total(self) -> int | None:
         """The progress total (sessions, or bytes for an export), if known."""
@@ -225,16 +271,26 @@ class SqliteStore:
                 params.append(value)
         return (" WHERE " + " AND ".join(clauses) if clauses else ""), params
 
+    def _keys(self) -> list[tuple[Any, Any, Any]]:
+        """The admitted sessions' keys, in the `sessions` table's rowid order."""
+        where, params = self._where(("app_name", "user_id", "id"))
+        keys = self._conn.execute(
+            f"SELECT app_name, user_id, id FROM sessions{where} ORDER BY rowid", params
+        ).fetchall()
+        shard = self.filters.shard
+        if shard is None:
+            return keys
+        return [k for k in keys if shard.holds(str(k[0]), str(k[1]), str(k[2]))]
+
     def total(self) -> int | None:
+        if self.filters.shard is not None:
+            return len(self._keys())
         where, params = self._where(("app_name", "user_id", "id"))
         (count,) = self._conn.execute(f"SELECT COUNT(*) FROM sessions{where}", params).fetchone()
         return int(count)
 
     def sessions(self) -> Iterator[tuple[StoredSession | None, int]]:
-        where, params = self._where(("app_name", "user_id", "id"))
-        keys = self._conn.execute(
-            f"SELECT app_name, user_id, id FROM sessions{where} ORDER BY rowid", params
-        ).fetchall()
+        keys = self._keys()
         # SqliteSessionService's timestamp column is the event's float;
         # DatabaseSessionService's is a datetime (read from the JSON instead).
         stamp = "timestamp" if self.kind == "sqlite" else "NULL"
@@ -309,10 +365,14 @@ class JsonLinesStore:
                 yield None, len(line)
                 continue
             session = _exported_session(line, number)
-            # A line that is not a session is reported whatever the filters.
-            admitted = session.unreadable is not None or self.filters.admit(
-                session.app_name, session.user_id, session.session_id
-            )
+            # A line that is not a session is reported whatever the filters
+            # (by the one shard its line number falls in).
+            if session.unreadable is not None:
+                shard = self.filters.shard
+                keys = (session.app_name, session.user_id, session.session_id)
+                admitted = shard is None or shard.holds(*keys)
+            else:
+                admitted = self.filters.admit(session.app_name, session.user_id, session.session_id)
             yield (session if admitted else None), len(line)
 
     def close(self) -> None:
@@ -364,67 +424,6 @@ def _alias_free(event: object) -> str:
     except (ValidationError, TypeError):
         # Unreadable as an Event: handed on as it is, and declined natively.
         return _compact(event)
-
-
-def open_store(spec: str, filters: Filters) -> Store:
-    """Opens the store `spec` names: a SQLite file, a SQLAlchemy URL, or a
-    JSON-lines export.
-
-    Raises:
-      StoreError: It does not exist, cannot be read, or is not a google-adk store.
-    """
-    if "://" in spec or spec.startswith("sqlite:"):
-        return _open_url(spec, filters)
-    path = Path(spec)
-    if not path.exists():
-        raise StoreError(f"{spec}: no such file")
-    if not path.is_file():
-        raise StoreError(f"{spec}: not a file")
-    try:
-        with path.open("rb") as file:
-            head = file.read(len(_SQLITE_MAGIC))
-    except OSError as error:
-        raise StoreError(f"{spec}: {error.strerror}") from error
-    if head == _SQLITE_MAGIC:
-        try:
-            return SqliteStore(path, filters)
-        except _LegacySchema:
-            return ServiceStore.legacy_copy(path, filters)
-    return JsonLinesStore(path, filters)
-
-
-def _open_url(url: str, filters: Filters) -> Store:
-    try:
-        from sqlalchemy.engine import make_url
-        from sqlalchemy.exc import ArgumentError
-    except ImportError as error:  # pragma: no cover - google-adk requires it
-        raise StoreError(f"{url}: reading a database URL needs SQLAlchemy") from error
-    try:
-        parsed = make_url(url)
-    except ArgumentError as error:
-        raise StoreError(f"{url}: not a SQLAlchemy URL ({error})") from error
-    backend = parsed.get_backend_name()
-    if backend != "sqlite":
-        shown = parsed.render_as_string(hide_password=True)
-        return ServiceStore(
-            url,
-            filters,
-            kind="database-url",
-            description=(
-                f"{shown}: DatabaseSessionService ({backend}), read through google-adk's "
-                "own loader; events as it loads them"
-            ),
-        )
-    database = parsed.database
-    if not database or database == ":memory:" or database.startswith("file:"):
-        raise StoreError(f"{url}: not a SQLite file URL")
-    path = Path(database)
-    if not path.is_file():
-        raise StoreError(f"{url}: no such file {database}")
-    try:
-        return SqliteStore(path, filters, label=url)
-    except _LegacySchema:
-        return ServiceStore.legacy_copy(path, filters, label=url)
 
 
 class ServiceStore:
@@ -580,16 +579,6 @@ async def export_sessions(
         out.write("\n")
         written += 1
     return written
-
-
-@contextlib.contextmanager
-def opened(spec: str, filters: Filters) -> Iterator[Store]:
-    """`open_store`, closed on exit."""
-    store = open_store(spec, filters)
-    try:
-        yield store
-    finally:
-        store.close()
 
 
 def _load_attr(spec: str, option: str) -> Any:

@@ -1,4 +1,6 @@
-"""A large google-adk SQLite session store, for timing the audit.
+"""A large google-adk session store, for timing the audit: a SQLite file of
+`SqliteSessionService` (`build_store`), or `DatabaseSessionService`'s
+tables on PostgreSQL (`build_postgres_store`).
 
 `build_store` writes the store `SqliteSessionService` would hold after many
 long conversations compacted by google-adk's sliding window: its sessions
@@ -82,16 +84,10 @@ def build_store(
     if path.exists():
         raise FileExistsError(f"{path} exists; remove it or choose another path")
     asyncio.run(_create_sessions(path, n_sessions))
-    rng = random.Random(seed)
-    stored: list[list[tuple[str, str, float, str]]] = []
-    for t in range(templates):
-        events = _padded(build_due_session(n_events, seed + t), payload_bytes, rng)
-        stored.append(
-            [
-                (e.id, e.invocation_id, e.timestamp, e.model_dump_json(exclude_none=True))
-                for e in events
-            ]
-        )
+    stored = [
+        [(e.id, e.invocation_id, e.timestamp, e.model_dump_json(exclude_none=True)) for e in events]
+        for events in _templates(n_events, payload_bytes, templates, seed)
+    ]
     # The connection's own `with` commits; `closing` closes it.
     with closing(sqlite3.connect(path)) as db, db:
         for k in range(n_sessions):
@@ -105,3 +101,83 @@ def build_store(
                 ],
             )
     return path.stat().st_size
+
+
+def _templates(n_events: int, payload_bytes: int, templates: int, seed: int) -> list[list[Event]]:
+    rng = random.Random(seed)
+    return [
+        _padded(build_due_session(n_events, seed + t), payload_bytes, rng) for t in range(templates)
+    ]
+
+
+def build_postgres_store(
+    url: str,
+    *,
+    n_sessions: int = 2000,
+    n_events: int = 500,
+    payload_bytes: int = 3000,
+    templates: int = 40,
+    seed: int = 0,
+) -> int:
+    """Writes the same sessions as `build_store` into the PostgreSQL database
+    `url` (`postgresql+asyncpg://...`, holding no google-adk tables yet) as
+    `DatabaseSessionService` stores them: its tables made and its sessions
+    created by the service itself, each event's row as `StorageEvent.from_event`
+    makes it (`model_dump(exclude_none=True, mode="json")` in the JSONB
+    `event_data`, the UTC timestamp beside), copied in with COPY. Returns the
+    events table's size in bytes."""
+    from google.adk.sessions.database_session_service import DatabaseSessionService
+    from google.adk.sessions.schemas.shared import timestamp_to_utc_datetime
+    from sqlalchemy.engine import make_url
+
+    stored = [
+        [
+            (
+                e.id,
+                e.invocation_id,
+                timestamp_to_utc_datetime(e.timestamp),
+                e.model_dump_json(exclude_none=True),
+            )
+            for e in events
+        ]
+        for events in _templates(n_events, payload_bytes, templates, seed)
+    ]
+
+    async def write() -> int:
+        import asyncpg
+
+        service = DatabaseSessionService(url)
+        try:
+            for k in range(n_sessions):
+                await service.create_session(
+                    app_name=APP_NAME, user_id=USER_ID, session_id=f"s{k:05d}"
+                )
+        finally:
+            await service.close()
+        dsn = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+        conn = await asyncpg.connect(dsn)
+        try:
+            for k in range(n_sessions):
+                session_id = f"s{k:05d}"
+                await conn.copy_records_to_table(
+                    "events",
+                    columns=[
+                        "id",
+                        "app_name",
+                        "user_id",
+                        "session_id",
+                        "invocation_id",
+                        "timestamp",
+                        "event_data",
+                    ],
+                    records=[
+                        (event_id, APP_NAME, USER_ID, session_id, invocation, stamp, data)
+                        for event_id, invocation, stamp, data in stored[k % templates]
+                    ],
+                )
+            await conn.execute("ANALYZE events")
+            return int(await conn.fetchval("SELECT pg_total_relation_size('events')"))
+        finally:
+            await conn.close()
+
+    return asyncio.run(write())

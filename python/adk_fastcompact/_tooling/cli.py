@@ -3,9 +3,11 @@
 Subcommands:
   audit   find the events google-adk's compaction has hidden from every
           prompt, or put in one twice, in a real session store (a SQLite
-          file, a `sqlite://` URL, a JSON-lines export; see `audit`).
-          Exit status 0 when nothing is hidden or duplicated, 1 when
-          something is, 2 on a usage or store error.
+          file, a database URL, a JSON-lines export; see `cli_audit`),
+          whole, one shard, or every shard on a Dask cluster; `audit
+          merge` merges the reports of a store's shards. Exit status 0
+          when nothing is hidden or duplicated, 1 when something is, 2 on
+          a usage or store error.
   bench   time google-adk's pure-Python compaction bookkeeping (prompt
           filtering, the two compaction entry points, a Runner conversation)
           against the Rust core, in one run (see `bench`), and whole Runner
@@ -27,8 +29,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .cli_args import count, positive_int
+from .cli_audit import audit_merge_main, audit_parser, run_audit_command
+
 if TYPE_CHECKING:
-    from rich.console import Console
     from rich.table import Table
 
     from .bench import MemoryRow, Row
@@ -41,32 +45,13 @@ PROG = "python -m adk_fastcompact"
 CONSOLE_SCRIPT = "adk-fastcompact"
 
 
-def _int_from(lowest: int) -> Callable[[str], int]:
-    """An argparse type: an integer of at least `lowest`."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-        if value < lowest:
-            raise argparse.ArgumentTypeError(f"must be >= {lowest}, got {value}")
-        return value
-
-    return parse
-
-
-_positive_int = _int_from(1)
-_count = _int_from(0)
-
-
 def _sizes(text: str) -> list[int]:
     items = [item.strip().replace("_", "") for item in text.split(",")]
     if not all(items):
         raise argparse.ArgumentTypeError(
             f"expected comma-separated event counts, e.g. 1000,10000; got {text!r}"
         )
-    return [_positive_int(item) for item in items]
+    return [positive_int(item) for item in items]
 
 
 def _names(known: Sequence[str]) -> Callable[[str], list[str]]:
@@ -96,7 +81,7 @@ def _parser(prog: str = PROG) -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
-    _audit_parser(commands)
+    audit_parser(commands)
     bench = commands.add_parser(
         "bench",
         help="time pure-Python google-adk against the Rust core",
@@ -125,7 +110,7 @@ def _parser(prog: str = PROG) -> argparse.ArgumentParser:
     )
     bench.add_argument(
         "--repeat",
-        type=_positive_int,
+        type=positive_int,
         default=None,
         metavar="N",
         help="cold and warm: timed calls per case and side (default: 15, 7, 3 for 1k, 10k, 50k)",
@@ -177,14 +162,14 @@ def _parser(prog: str = PROG) -> argparse.ArgumentParser:
     )
     e2e_group.add_argument(
         "--e2e-turns",
-        type=_positive_int,
+        type=positive_int,
         default=e2e.DEFAULT_TURNS,
         metavar="N",
         help=f"timed turns per side, service and size (default: {e2e.DEFAULT_TURNS})",
     )
     e2e_group.add_argument(
         "--e2e-warmup",
-        type=_count,
+        type=count,
         default=e2e.DEFAULT_WARMUP,
         metavar="N",
         help=f"untimed turns per side first (default: {e2e.DEFAULT_WARMUP})",
@@ -214,222 +199,6 @@ def _parser(prog: str = PROG) -> argparse.ArgumentParser:
     return parser
 
 
-def _audit_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    audit = commands.add_parser(
-        "audit",
-        help="find events compaction hid or duplicated in a session store",
-        description=(
-            "Find the events google-adk's compaction has hidden from every prompt "
-            "(inside a stored compaction's interval but never handed to its summary) "
-            "or put in a prompt twice (raw and inside a summary), session by session, "
-            "by replaying window selection with the parity engine at every stored "
-            "compaction. The store is only read. Exit status: 0 when nothing is "
-            "hidden or duplicated, 1 when something is, 2 on a usage or store error."
-        ),
-    )
-    audit.add_argument(
-        "store",
-        metavar="STORE",
-        nargs="?",
-        help=(
-            "a SqliteSessionService file, a DatabaseSessionService sqlite:// URL "
-            "(or its file), or a JSON-lines export (one Session.model_dump_json() "
-            "per line); omitted with --service"
-        ),
-    )
-    export = audit.add_argument_group(
-        "export",
-        "audit a store the audit cannot open itself (Vertex AI, PostgreSQL, a custom "
-        "service) through its own session service: its sessions are written to a "
-        "JSON-lines file, which is then audited",
-    )
-    export.add_argument(
-        "--service",
-        metavar="PKG.MODULE:ATTR",
-        help="a BaseSessionService instance, or a callable returning one (needs --app)",
-    )
-    export.add_argument(
-        "--export", type=Path, metavar="OUT.jsonl", help="where to write the export"
-    )
-    found = audit.add_argument_group("sessions")
-    found.add_argument("--app", metavar="NAME", help="only this app's sessions")
-    found.add_argument("--user", metavar="ID", help="only this user's sessions")
-    found.add_argument("--session", metavar="ID", help="only this session")
-    config = audit.add_argument_group(
-        "compaction settings",
-        "given here, read from the app (--app-module), or, when neither, inferred "
-        "from the stored compactions; the report says which",
-    )
-    config.add_argument(
-        "--interval", type=_positive_int, metavar="N", help="compaction_interval (with --overlap)"
-    )
-    config.add_argument("--overlap", type=_count, metavar="N", help="overlap_size")
-    config.add_argument(
-        "--token-threshold",
-        type=_positive_int,
-        metavar="N",
-        help="token_threshold (with --retention)",
-    )
-    config.add_argument("--retention", type=_count, metavar="N", help="event_retention_size")
-    config.add_argument(
-        "--app-module",
-        metavar="PKG.MODULE:ATTR",
-        help="import the App (or EventsCompactionConfig) and use its events_compaction_config",
-    )
-    run = audit.add_argument_group("output and resources")
-    run.add_argument(
-        "--json",
-        action="store_true",
-        help="print the report (summary, per session and per event) as JSON on stdout",
-    )
-    run.add_argument(
-        "--limit",
-        type=_count,
-        default=50,
-        metavar="N",
-        help="events listed in the text report (default: 50; --json lists all)",
-    )
-    run.add_argument(
-        "--jobs",
-        type=_positive_int,
-        default=None,
-        metavar="N",
-        help="analysis threads (default: all cores; sets RAYON_NUM_THREADS)",
-    )
-    run.add_argument(
-        "--batch",
-        type=_positive_int,
-        default=None,
-        metavar="N",
-        help="sessions analysed at once (default: 256, and at most 64 MiB of stored JSON)",
-    )
-
-
-def _error(console: Console, message: str) -> None:
-    from rich.markup import escape
-
-    # One line, whatever the width: scripts and CI logs grep it.
-    console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
-
-
-def _export(args: argparse.Namespace, stderr: Console) -> str | None:
-    """Writes `--service`'s sessions to `--export`; the problem, if any."""
-    import asyncio
-
-    from . import audit
-
-    if args.service is None or args.export is None:
-        return "--service and --export go together"
-    if args.store is not None:
-        return "give a STORE or --service, not both"
-    if args.app is None:
-        return "--service needs --app (session services list one app's sessions)"
-    if args.session is not None and args.user is None:
-        return "--session needs --user with --service"
-    try:
-        service = audit.load_service(args.service)
-    except audit.SettingsError as error:
-        return str(error)
-    try:
-        with args.export.open("w") as out:
-            written = asyncio.run(
-                audit.export_sessions(
-                    service, out, app_name=args.app, user_id=args.user, session_id=args.session
-                )
-            )
-    except OSError as error:
-        return f"{args.export}: {error.strerror}"
-    stderr.print(f"exported {written:,} sessions to {args.export}", highlight=False)
-    return None
-
-
-def _audit(args: argparse.Namespace) -> int:
-    from rich.console import Console
-    from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
-
-    from .. import _analysis
-    from . import audit
-
-    stderr = Console(stderr=True)
-    if args.jobs is not None:
-        # rayon reads it when its pool starts, on the first parallel call.
-        os.environ["RAYON_NUM_THREADS"] = str(args.jobs)
-    try:
-        settings = audit.given_settings(
-            args.interval, args.overlap, args.token_threshold, args.retention
-        )
-        if args.app_module is not None:
-            if settings is not None:
-                raise audit.SettingsError("give the settings or --app-module, not both")
-            settings = audit.app_settings(args.app_module)
-    except audit.SettingsError as error:
-        _error(stderr, str(error))
-        return 2
-    filters = audit.Filters(app=args.app, user=args.user, session=args.session)
-    if args.service is not None or args.export is not None:
-        problem = _export(args, stderr)
-        if problem is not None:
-            _error(stderr, problem)
-            return 2
-        args.store = str(args.export)
-    elif args.store is None:
-        _error(stderr, "give a STORE (or --service and --export)")
-        return 2
-    columns = (
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TaskProgressColumn(),
-        TimeElapsedColumn(),
-    )
-    try:
-        with audit.opened(args.store, filters) as store:
-            # A bar only on a terminal: elsewhere rich draws nothing, yet its
-            # refresh thread would run.
-            bar = Progress(*columns, console=stderr, transient=True, disable=not stderr.is_terminal)
-            with bar:
-                task = bar.add_task("reading", total=store.total())
-
-                def progress(done: int, sessions: int) -> None:
-                    bar.update(task, advance=done, description=f"{sessions:,} sessions")
-
-                report = audit.run_audit(
-                    store,
-                    settings,
-                    parallel=_analysis._parallel_default(),
-                    progress=progress,
-                    max_sessions=args.batch or audit.BATCH_SESSIONS,
-                )
-    except audit.StoreError as error:
-        _error(stderr, str(error))
-        return 2
-    if args.json:
-        # json.dumps runs the C encoder; json.dump would stream in Python.
-        sys.stdout.write(json.dumps(report.to_json()))
-        sys.stdout.write("\n")
-        return report.exit_code
-    stdout = Console()
-    if not stdout.is_terminal:
-        stdout = Console(width=max(stdout.width, 160))
-    stdout.print(report.store, highlight=False, markup=False)
-    stdout.print(
-        f"settings: {report.settings.describe()} ({report.settings.source})",
-        highlight=False,
-        markup=False,
-    )
-    stdout.print(audit.summary_table(report))
-    table, more = audit.events_table(report, args.limit)
-    if table is not None:
-        stdout.print(table)
-    if more:
-        stdout.print(f"... and {more:,} more events (see --json)")
-    for line in audit.stalled_lines(report, 10):
-        stdout.print(line, style="yellow", highlight=False, markup=False)
-    for line in audit.declined_lines(report, 10):
-        stdout.print(line, style="yellow", highlight=False, markup=False)
-    stdout.print(audit.timing_line(report), style="dim")
-    return report.exit_code
-
-
 def _cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -445,7 +214,7 @@ def machine_line() -> str:
     from .. import __version__
 
     return (
-        f"{platform.platform()}, {_cpu_model()}, {os.cpu_count()} CPUs, "
+        f"{platform.platform()}, {_cpu_model()}, {os.cpucount()} CPUs, "
         f"{platform.python_implementation()} {platform.python_version()}, "
         f"google-adk {importlib.metadata.version('google-adk')}, "
         f"adk-fastcompact {__version__}"
@@ -703,10 +472,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {MISSING_RICH}", file=sys.stderr)
         return 2
     console_script = argv is None and Path(sys.argv[0]).name == CONSOLE_SCRIPT
-    args = _parser(CONSOLE_SCRIPT if console_script else PROG).parse_args(argv)
+    prog = CONSOLE_SCRIPT if console_script else PROG
+    given = list(sys.argv[1:] if argv is None else argv)
+    if given[:2] == ["audit", "merge"]:
+        # A store named merge is ./merge.
+        return audit_merge_main(given[2:], prog)
+    args = _parser(prog).parse_args(given)
     try:
         if args.command == "audit":
-            return _audit(args)
+            return run_audit_command(args)
         if args.command == "bench":
             return _bench(args)
     except KeyboardInterrupt:
