@@ -11,8 +11,8 @@ cargo clippy -q --features python --lib -- -D warnings
 echo "== cargo test (at ${SECONDS} s)"
 cargo test -q
 echo "== ruff (at ${SECONDS} s)"
-ruff check python tests
-ruff format --check python tests
+ruff check python tests benches
+ruff format --check python tests benches
 echo "== stubtest (at ${SECONDS} s)"
 python -m mypy.stubtest adk_fastcompact._native
 echo "== the wheel users install (maturin build --release; reuses the build above) (at ${SECONDS} s)"
@@ -20,6 +20,13 @@ rm -rf target/ci-wheel
 maturin build --release -q -o target/ci-wheel
 export ADK_FASTCOMPACT_WHEEL
 ADK_FASTCOMPACT_WHEEL="$(ls target/ci-wheel/*.whl)"
+# The venvs of the other google-adk releases (the two steps after pytest),
+# made meanwhile: installing from uv's cache waits on the disk, which the
+# tests leave idle. Its log is printed after pytest.
+venvs_log="$(mktemp)"
+python tests/families/run.py venvs --others --jobs 2 --wheel "$ADK_FASTCOMPACT_WHEEL" \
+  > "$venvs_log" 2>&1 &
+venvs_pid=$!
 echo "== pytest (google-adk 2.13.0), with a PostgreSQL server up (at ${SECONDS} s)"
 # Test by test on two workers, the files of conftest.WHOLE_FILES whole.
 # tests/support/postgres.py starts a throwaway PostgreSQL server for the tests of
@@ -28,6 +35,15 @@ echo "== pytest (google-adk 2.13.0), with a PostgreSQL server up (at ${SECONDS} 
 # elsewhere those tests skip, saying why.
 python tests/support/postgres.py --optional -- \
   python -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup "$@"
+echo "== the other releases' venvs (made beside pytest) (at ${SECONDS} s)"
+venvs_status=0
+wait "$venvs_pid" || venvs_status=$?
+tail -n 1 "$venvs_log"
+if [ "$venvs_status" -ne 0 ]; then
+  cat "$venvs_log"
+  exit "$venvs_status"
+fi
+rm -f "$venvs_log"
 echo "== the other google-adk profiles this release reproduces (CI's parity subset, one venv each) (at ${SECONDS} s)"
 # Two releases at a time: one pytest's workers idle while its longest test
 # runs, and a venv's install waits on the disk more than on the CPU.

@@ -7,6 +7,7 @@
     python tests/families/run.py imports --releases 1.0.0,2.4.0
     python tests/families/run.py mutants            # each profile flag flipped: must fail
     python tests/families/run.py imports --jobs 2   # two releases at a time (not mutants)
+    python tests/families/run.py venvs --others     # only the venvs `parity --ci`, `imports` use
 
 Builds the wheel once (`maturin build --release`), then for each release a
 venv under `.families/venvs/<release>` with `google-adk==<release>` (and, for
@@ -17,7 +18,9 @@ families this release has a profile for; `parity` runs the differential and
 end-to-end tests in that venv against that release; `mutants` flips each
 flag of each shipped family's profile in the installed copy (a decision of
 the family changed on purpose) and checks that the quick parity subset then
-fails. Exits nonzero if any release fails (or any mutant survives).
+fails; `venvs` only makes the venvs of `parity --ci` and of `imports` (the
+test command makes them beside its main pytest, which leaves the disk idle).
+Exits nonzero if any release fails (or any mutant survives).
 """
 
 from __future__ import annotations
@@ -239,7 +242,7 @@ def mutants(python: pathlib.Path, release: str, only: list[str] | None = None) -
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("kind", choices=("imports", "parity", "mutants"))
+    parser.add_argument("kind", choices=("imports", "parity", "mutants", "venvs"))
     parser.add_argument("--releases", help="comma-separated google-adk releases")
     parser.add_argument("--quick", action="store_true", help="the quick parity subset")
     parser.add_argument(
@@ -260,21 +263,29 @@ def main() -> int:
     args = parser.parse_args()
     WORK.mkdir(exist_ok=True)
     built = args.wheel or wheel()
+    here = _families.recognise().family if args.others else None
+    tested = set(one_per_profile())
     if args.releases:
         picked = args.releases.split(",")
+    elif args.kind == "venvs":
+        picked = list(dict.fromkeys([*one_per_profile(), *releases_for("imports")]))
     elif args.ci:
         picked = one_per_profile()
     else:
         picked = releases_for(args.kind)
-    if args.others:
-        here = _families.recognise().family
-        picked = [r for r in picked if here is None or r not in here.releases]
+    if here is not None:
+        picked = [r for r in picked if r not in here.releases or args.kind == "venvs"]
+        tested -= set(here.releases)
 
     def one(release: str) -> tuple[bool, str]:
         """Runs `args.kind` on `release`; its success and its log."""
         start = time.perf_counter()
         log = [f"== google-adk {release}\n"]
         try:
+            if args.kind == "venvs":
+                venv(release, built, tests=release in tested, log=log)
+                log.append(f"   {release}: made in {time.perf_counter() - start:.0f} s\n")
+                return True, "".join(log)
             python = venv(release, built, tests=args.kind != "imports", log=log)
             if args.kind == "imports":
                 ok = imports(python, release, log)
