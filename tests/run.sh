@@ -8,13 +8,21 @@ cargo fmt --check
 echo "== cargo clippy (core, benches and the binding layer) (at ${SECONDS} s)"
 cargo clippy -q --all-targets -- -D warnings
 cargo clippy -q --features python --lib -- -D warnings
-echo "== cargo test (at ${SECONDS} s)"
-cargo test -q
 echo "== ruff (at ${SECONDS} s)"
 ruff check python tests benches
 ruff format --check python tests benches
-echo "== stubtest (at ${SECONDS} s)"
-python -m mypy.stubtest adk_fastcompact._native
+echo "== cargo test, and stubtest beside it (at ${SECONDS} s)"
+# stubtest (mypy, one core) reads the extension built above while cargo
+# builds and runs the core's tests; its output follows theirs.
+stubtest_log="$(mktemp)"
+python -m mypy.stubtest adk_fastcompact._native > "$stubtest_log" 2>&1 &
+stubtest_pid=$!
+cargo test -q
+stubtest_status=0
+wait "$stubtest_pid" || stubtest_status=$?
+cat "$stubtest_log"
+rm -f "$stubtest_log"
+[ "$stubtest_status" -eq 0 ] || exit "$stubtest_status"
 echo "== the wheel users install (maturin build --release; reuses the build above) (at ${SECONDS} s)"
 rm -rf target/ci-wheel
 maturin build --release -q -o target/ci-wheel
@@ -45,8 +53,7 @@ if [ "$venvs_status" -ne 0 ]; then
 fi
 rm -f "$venvs_log"
 echo "== the other google-adk profiles this release reproduces (CI's parity subset, one venv each) (at ${SECONDS} s)"
-# Two releases at a time: one pytest's workers idle while its longest test
-# runs, and a venv's install waits on the disk more than on the CPU.
+# Two releases at a time, each in one pytest process (one per core).
 python tests/families/run.py parity --ci --others --jobs 2 --wheel "$ADK_FASTCOMPACT_WHEEL"
 echo "== import and install() on 1.0.0, 1.15.1 and the oldest and newest release of every family (at ${SECONDS} s)"
 python tests/families/run.py imports --jobs 2 --wheel "$ADK_FASTCOMPACT_WHEEL"
