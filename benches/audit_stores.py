@@ -137,6 +137,11 @@ def main() -> int:
     parser.add_argument("--loader-sample", type=int, default=100)
     parser.add_argument("--long", type=int, default=0, help="a long session's events (0: none)")
     parser.add_argument("--workdir", type=Path, help="the SQLite store's folder (default: a temp)")
+    parser.add_argument(
+        "--postgres-built",
+        action="store_true",
+        help="the database holds the store already (built by an earlier run with these sizes)",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     url = os.environ.get(POSTGRES_ENV)
@@ -152,9 +157,12 @@ def main() -> int:
     results["sqlite_build_s"] = time.perf_counter() - started
     results["sqlite_bytes"] = sqlite_path.stat().st_size
     started = time.perf_counter()
-    results["postgres_events_bytes"] = bench_store.build_postgres_store(
-        url, n_sessions=args.sessions, n_events=args.events
-    )
+    if args.postgres_built:
+        results["postgres_events_bytes"] = None
+    else:
+        results["postgres_events_bytes"] = bench_store.build_postgres_store(
+            url, n_sessions=args.sessions, n_events=args.events
+        )
     results["postgres_build_s"] = time.perf_counter() - started
     env = {**os.environ, "STORE_URL": url}
     runs: dict[str, list[dict[str, Any]]] = {"sqlite": [], "postgresql": []}
@@ -183,7 +191,7 @@ def report(results: dict[str, Any]) -> None:
     print(
         f"store: {results['sessions']:,} sessions x {results['events']} events "
         f"(SQLite {results['sqlite_bytes'] / 1e9:.2f} GB; PostgreSQL events table "
-        f"{results['postgres_events_bytes'] / 1e9:.2f} GB)"
+        f"{(results['postgres_events_bytes'] or 0) / 1e9:.2f} GB)"
     )
     print("| path | wall s (median, min-max) | read s | analysis s | peak RSS MB | events/s |")
     print("| --- | ---: | ---: | ---: | ---: | ---: |")

@@ -283,3 +283,42 @@ def test_postgres_shards_and_dask_merge_into_the_single_report(
     on_dask = report_of([store, "--dask", "local:2", "--shards", "4"])
     assert comparable(on_dask) == comparable(whole)
     assert digest(postgres_database) == before
+
+
+def test_every_connection_reads_the_snapshot_taken_at_open(postgres_database: str) -> None:
+    _bench_store.build_postgres_store(
+        postgres_database, n_sessions=6, n_events=40, payload_bytes=0, templates=2
+    )
+    store = _audit.open_store(postgres_database, _audit.Filters())
+    assert isinstance(store, PostgresStore) and len(store._conns) >= 3
+
+    async def write() -> None:
+        import asyncpg
+
+        conn = await asyncpg.connect(dsn(postgres_database))
+        try:
+            # A session's events gone, after the store was opened.
+            await conn.execute("DELETE FROM events WHERE session_id = 's00005'")
+        finally:
+            await conn.close()
+
+    try:
+        asyncio.run(write())
+        found = {s.session_id: len(s.rows) for s, _ in store.sessions() if s is not None}
+    finally:
+        store.close()
+    assert found == {f"s{k:05d}": 40 for k in range(6)}
+
+
+def test_a_scan_stopped_early_closes_its_connections(postgres_database: str) -> None:
+    _bench_store.build_postgres_store(
+        postgres_database, n_sessions=8, n_events=40, payload_bytes=0, templates=1
+    )
+    store = _audit.open_store(postgres_database, _audit.Filters())
+    assert isinstance(store, PostgresStore)
+    scan = store.sessions()
+    first, _ = next(scan)
+    assert first is not None and len(first.rows) == 40
+    scan.close()
+    store.close()
+    assert all(conn.is_closed() for conn in store._conns)
