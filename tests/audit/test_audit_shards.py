@@ -191,10 +191,24 @@ def test_dask_local_cluster_gives_the_whole_store_report(tmp_path: Path, store: 
 
 def test_a_failed_shard_is_named_with_its_rerun(tmp_path: Path) -> None:
     pytest.importorskip("distributed", reason="the dask extra (tests/requirements.txt pins it)")
-    # A store that disappears once the settings are known: every shard fails.
+    # A store no worker can open (the settings given, so no inference task
+    # fails first): every shard's task fails, each is named with its rerun.
     status, out, err = run_cli(
         ["audit", str(tmp_path / "missing.db"), *SETTINGS, "--dask", "local:1", "--shards", "2"]
     )
     assert status == 2 and out == ""
     assert "shard 1/2 failed" in err and "shard 2/2 failed" in err
     assert "--shard 2/2" in err
+
+
+def test_an_unreachable_scheduler_is_a_store_error(tmp_path: Path, store: Path) -> None:
+    pytest.importorskip("distributed", reason="the dask extra (tests/requirements.txt pins it)")
+    import dask
+
+    # Dask's own connect timeout (30 s by default), shortened.
+    with dask.config.set({"distributed.comm.timeouts.connect": "2s"}):
+        status, out, err = run_cli(
+            ["audit", str(store), *SETTINGS, "--dask", "tcp://127.0.0.1:1", "--json"]
+        )
+    assert status == 2 and out == ""
+    assert "cannot reach the scheduler" in err

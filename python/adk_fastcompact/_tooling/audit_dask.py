@@ -91,7 +91,11 @@ def _client(scheduler: str) -> Iterator[tuple[Any, int | None]]:
         ):
             yield client, threads
         return
-    with Client(scheduler) as client:
+    try:
+        client = Client(scheduler)
+    except (OSError, ValueError) as error:
+        raise StoreError(f"--dask {scheduler}: cannot reach the scheduler ({error})") from error
+    with client:
         yield client, None
 
 
@@ -117,9 +121,9 @@ def run_on_dask(
     Raises:
       StoreError: Dask is missing, or the scheduler cannot be reached.
     """
-    from distributed import as_completed
-
     with _client(scheduler) as (client, threads):
+        from distributed import as_completed
+
         workers = len(client.scheduler_info().get("workers", {})) or 1
         count = shards or 2 * workers
         if settings is None:
