@@ -35,6 +35,8 @@ pub use super::replay::{Order, Session, Settings, Trigger};
 use super::rewind;
 use super::select::{self, settled, Complete};
 use super::window;
+use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
 
 /// What a compaction's record is.
 #[derive(Debug, Clone, PartialEq)]
@@ -296,44 +298,6 @@ pub fn audit(
         index_of[k] = compactions.len();
         compactions.push(r);
     }
-    // What each compaction stands for, under every reading (`all`) and
-    // under some (`any`): its handed events and, through its seeds, theirs
-    // (storage order: seeds come first).
-    let mut all_in: Vec<Vec<bool>> = Vec::with_capacity(compactions.len());
-    let mut any_in: Vec<Vec<bool>> = Vec::with_capacity(compactions.len());
-    for r in &compactions {
-        let (mut all, mut any): (Option<Vec<bool>>, Vec<bool>) = (None, vec![false; n]);
-        for (handed, seeds) in r.readings() {
-            let mut mine = vec![false; n];
-            for &h in handed {
-                mine[h] = true;
-                any[h] = true;
-            }
-            for &s in seeds {
-                if let Some(theirs) = all_in.get(index_of[s]) {
-                    for (m, &t) in mine.iter_mut().zip(theirs) {
-                        *m |= t;
-                    }
-                }
-                if let Some(theirs) = any_in.get(index_of[s]) {
-                    for (m, &t) in any.iter_mut().zip(theirs) {
-                        *m |= t;
-                    }
-                }
-            }
-            all = Some(match all {
-                None => mine,
-                Some(mut a) => {
-                    for (x, y) in a.iter_mut().zip(mine) {
-                        *x &= y;
-                    }
-                    a
-                }
-            });
-        }
-        all_in.push(all.unwrap_or_else(|| vec![false; n]));
-        any_in.push(any);
-    }
     // The prompts the session yields now, one per isolation scope: google-adk
     // assembles a scope's prompt from that scope's events alone (and
     // filters compaction over them), so a summary of one scope never hides
@@ -404,20 +368,8 @@ pub fn audit(
         for &q in &injected {
             raw_in_prompt[to_stored(q)] = true;
         }
-        let summarized = |input: &[Vec<bool>]| {
-            let mut out: Vec<Option<usize>> = vec![None; n];
-            for &s in &surviving {
-                if let Some(theirs) = input.get(index_of[s]) {
-                    for (p, &m) in theirs.iter().enumerate() {
-                        if m && out[p].is_none() {
-                            out[p] = Some(s);
-                        }
-                    }
-                }
-            }
-            out
-        };
-        let (surely, maybe) = (summarized(&all_in), summarized(&any_in));
+        let surely = first_standing_for(&compactions, &index_of, &surviving, n, true);
+        let maybe = first_standing_for(&compactions, &index_of, &surviving, n, false);
         for &i in &mine {
             let p = at[i];
             if events[p].compaction.is_some() || !has_parts[p] {
@@ -566,6 +518,127 @@ fn stall(
         }
     }
     None
+}
+
+/// For each of the `n` events, the first of `surviving` (compaction
+/// positions, in prompt order) whose summary stands for it: under every
+/// reading of each compaction on the way (`every`) or under some.
+///
+/// A compaction stands for the events it was handed and, through its seeds
+/// (compactions stored before it), for theirs; under `every`, a compaction
+/// with several readings stands for what all of them agree on. Walked from
+/// each survivor in turn, a compaction already reached from an earlier one
+/// through single readings stands for nothing that one did not: it is
+/// walked once. Linear in the events and the readings, but for the
+/// intersections of compactions with several readings, built where met.
+fn first_standing_for(
+    compactions: &[Replayed],
+    index_of: &[usize],
+    surviving: &[usize],
+    n: usize,
+    every: bool,
+) -> Vec<Option<usize>> {
+    let mut out: Vec<Option<usize>> = vec![None; n];
+    let mut walked = vec![false; compactions.len()];
+    let mut standing = Standing {
+        compactions,
+        index_of,
+        memo: HashMap::new(),
+    };
+    let mut stack = Vec::new();
+    for &s in surviving {
+        let Some(&first) = index_of.get(s).filter(|&&c| c < compactions.len()) else {
+            continue;
+        };
+        stack.push(first);
+        while let Some(c) = stack.pop() {
+            if std::mem::replace(&mut walked[c], true) {
+                continue;
+            }
+            let r = &compactions[c];
+            if every && r.readings().nth(1).is_some() {
+                for &p in standing.every(c).iter() {
+                    out[p].get_or_insert(s);
+                }
+                continue;
+            }
+            for (handed, seeds) in r.readings() {
+                for &h in handed {
+                    out[h].get_or_insert(s);
+                }
+                stack.extend(earlier(index_of, seeds, c));
+            }
+        }
+    }
+    out
+}
+
+/// The compactions (indices) of `seeds` stored before compaction `c`.
+fn earlier<'a>(
+    index_of: &'a [usize],
+    seeds: &'a [usize],
+    c: usize,
+) -> impl Iterator<Item = usize> + 'a {
+    seeds
+        .iter()
+        .filter_map(move |&z| index_of.get(z).copied().filter(|&k| k < c))
+}
+
+/// What compactions stand for under every reading, built and kept as met.
+struct Standing<'a> {
+    compactions: &'a [Replayed],
+    index_of: &'a [usize],
+    memo: HashMap<usize, Rc<Vec<usize>>>,
+}
+
+impl Standing<'_> {
+    /// What compaction `c` stands for under every reading (sorted positions).
+    fn every(&mut self, c: usize) -> Rc<Vec<usize>> {
+        if let Some(found) = self.memo.get(&c) {
+            return Rc::clone(found);
+        }
+        let compactions = self.compactions;
+        let mut agreed: Option<Vec<usize>> = None;
+        for (handed, seeds) in compactions[c].readings() {
+            let mine = self.union(c, handed, seeds);
+            agreed = Some(match agreed {
+                None => mine,
+                Some(so_far) => so_far
+                    .into_iter()
+                    .filter(|p| mine.binary_search(p).is_ok())
+                    .collect(),
+            });
+        }
+        let found = Rc::new(agreed.unwrap_or_default());
+        self.memo.insert(c, Rc::clone(&found));
+        found
+    }
+
+    /// `handed` and what the seeds stored before `c` stand for under every
+    /// reading (sorted positions).
+    fn union(&mut self, c: usize, handed: &[usize], seeds: &[usize]) -> Vec<usize> {
+        let compactions = self.compactions;
+        let mut out = handed.to_vec();
+        let mut walked = HashSet::new();
+        let mut stack: Vec<usize> = earlier(self.index_of, seeds, c).collect();
+        while let Some(k) = stack.pop() {
+            if !walked.insert(k) {
+                continue;
+            }
+            let r = &compactions[k];
+            if r.readings().nth(1).is_some() {
+                out.extend(self.every(k).iter());
+                continue;
+            }
+            for (handed, seeds) in r.readings() {
+                out.extend_from_slice(handed);
+                stack.extend(earlier(self.index_of, seeds, k));
+            }
+        }
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
 }
 
 /// Why the event at `p` is hidden, and by which surviving compaction.

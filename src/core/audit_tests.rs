@@ -478,3 +478,120 @@ fn a_call_put_back_by_call_recovery_is_duplicated() {
     // The prompt: the summary, the call put back, the result.
     assert_eq!(a.prompt_size, 3);
 }
+
+/// `first_standing_for` restated directly: one flag per event for every
+/// compaction (what each stands for under every reading and under some,
+/// seeds stored before it included), then the first survivor holding each
+/// event.
+fn standing_by_flags(
+    compactions: &[Replayed],
+    index_of: &[usize],
+    surviving: &[usize],
+    n: usize,
+) -> (Vec<Option<usize>>, Vec<Option<usize>>) {
+    let mut all_in: Vec<Vec<bool>> = Vec::new();
+    let mut any_in: Vec<Vec<bool>> = Vec::new();
+    for r in compactions {
+        let (mut all, mut any): (Option<Vec<bool>>, Vec<bool>) = (None, vec![false; n]);
+        for (handed, seeds) in r.readings() {
+            let mut mine = vec![false; n];
+            for &h in handed {
+                mine[h] = true;
+                any[h] = true;
+            }
+            for &s in seeds {
+                if let Some(theirs) = all_in.get(index_of[s]) {
+                    for (m, &t) in mine.iter_mut().zip(theirs) {
+                        *m |= t;
+                    }
+                }
+                if let Some(theirs) = any_in.get(index_of[s]) {
+                    for (m, &t) in any.iter_mut().zip(theirs) {
+                        *m |= t;
+                    }
+                }
+            }
+            all = Some(match all {
+                None => mine,
+                Some(a) => a.into_iter().zip(mine).map(|(x, y)| x && y).collect(),
+            });
+        }
+        all_in.push(all.unwrap_or_else(|| vec![false; n]));
+        any_in.push(any);
+    }
+    let first = |input: &[Vec<bool>]| {
+        let mut out = vec![None; n];
+        for &s in surviving {
+            if let Some(theirs) = input.get(index_of[s]) {
+                for (p, &m) in theirs.iter().enumerate() {
+                    if m && out[p].is_none() {
+                        out[p] = Some(s);
+                    }
+                }
+            }
+        }
+        out
+    };
+    (first(&all_in), first(&any_in))
+}
+
+proptest::proptest! {
+    #[test]
+    fn standing_matches_its_restatement_with_flags(
+        // Per compaction: whether it is known, and up to three readings of
+        // handed positions and seed choices (earlier compactions, or not).
+        shape in proptest::collection::vec(
+            (
+                proptest::bool::ANY,
+                proptest::collection::vec(
+                    (
+                        proptest::collection::vec(0usize..24, 0..6),
+                        proptest::collection::vec(0usize..8, 0..3),
+                    ),
+                    1..4,
+                ),
+            ),
+            1..8,
+        ),
+        surviving_picks in proptest::collection::vec(0usize..8, 0..5),
+    ) {
+        // Events 0..24 are raw; compaction k sits at position 24 + k.
+        let n = 24 + shape.len();
+        let mut index_of = vec![usize::MAX; n];
+        let mut compactions = Vec::new();
+        for (k, (known, readings)) in shape.iter().enumerate() {
+            index_of[24 + k] = k;
+            let mut readings = readings.iter().map(|(handed, seeds)| {
+                // A seed is a compaction stored before this one, or a later
+                // one (which the flags ignore too).
+                let seeds = seeds.iter().map(|&z| 24 + z % shape.len()).collect::<Vec<_>>();
+                (handed.clone(), seeds)
+            });
+            let (handed, seeds) = readings.next().expect("one reading at least");
+            compactions.push(Replayed {
+                position: 24 + k,
+                trigger: None,
+                known: *known,
+                handed,
+                seeds,
+                selected_over: 24 + k,
+                unseen: Vec::new(),
+                alternatives: readings.collect(),
+                record: RecordKind::Interval,
+            });
+        }
+        let surviving: Vec<usize> = surviving_picks
+            .iter()
+            .map(|&k| 24 + k % shape.len())
+            .collect();
+        let (surely, maybe) = standing_by_flags(&compactions, &index_of, &surviving, n);
+        proptest::prop_assert_eq!(
+            first_standing_for(&compactions, &index_of, &surviving, n, true),
+            surely
+        );
+        proptest::prop_assert_eq!(
+            first_standing_for(&compactions, &index_of, &surviving, n, false),
+            maybe
+        );
+    }
+}
