@@ -28,6 +28,7 @@ from adk_fastcompact._tooling import audit_stores as _audit_stores
 from adk_fastcompact._tooling import bench_store as _bench_store
 from adk_fastcompact._tooling.audit_open import masked
 from adk_fastcompact._tooling.audit_postgres import PostgresStore
+from adk_fastcompact._tooling.audit_postgres import libpq_dsn as dsn
 from google.adk.sessions.database_session_service import DatabaseSessionService
 from sqlalchemy.engine import make_url
 
@@ -47,10 +48,6 @@ TABLES = ("adk_internal_metadata", "sessions", "events", "app_states", "user_sta
 # coarse clock hides events from plain google-adk, call recovery repeats
 # one, and exact mode's records keep the third whole.
 WRITTEN = (("coarse-clock", None), ("recovered", None), ("coarse-clock", "exact"))
-
-
-def dsn(url: str) -> str:
-    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
 
 
 def digest(url: str) -> dict[str, tuple[int, str]]:

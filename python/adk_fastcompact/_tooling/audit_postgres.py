@@ -95,7 +95,7 @@ class PostgresStore:
         try:
             try:
                 for _ in range(count):
-                    self._conns.append(self._run(asyncpg.connect(_dsn(url))))
+                    self._conns.append(self._run(asyncpg.connect(libpq_dsn(url))))
             except Exception as error:
                 raise StoreError(f"{shown}: cannot connect: {_reason(error)}") from error
             # One snapshot for the whole scan, shared by every connection;
@@ -246,7 +246,7 @@ class PostgresStore:
             self._loop.close()
 
 
-def _dsn(url: str) -> str:
+def libpq_dsn(url: str) -> str:
     """The libpq connection string of a SQLAlchemy PostgreSQL URL (its
     `+driver` dropped)."""
     from sqlalchemy.engine import make_url

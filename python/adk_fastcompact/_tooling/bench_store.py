@@ -128,7 +128,8 @@ def build_postgres_store(
     events table's size in bytes."""
     from google.adk.sessions.database_session_service import DatabaseSessionService
     from google.adk.sessions.schemas.shared import timestamp_to_utc_datetime
-    from sqlalchemy.engine import make_url
+
+    from .audit_postgres import libpq_dsn
 
     stored = [
         [
@@ -154,8 +155,7 @@ def build_postgres_store(
                 )
         finally:
             await service.close()
-        dsn = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
-        conn = await asyncpg.connect(dsn)
+        conn = await asyncpg.connect(libpq_dsn(url))
         try:
             for k in range(n_sessions):
                 session_id = f"s{k:05d}"
