@@ -32,6 +32,7 @@ use super::filter::{self, Item};
 use super::recover::{self, Recovered};
 use super::replay::{loaded, readings_of, views_at, REPLAYED};
 pub use super::replay::{Order, Session, Settings, Trigger};
+use super::replay_tail::{Index, FIRST_TAIL};
 use super::rewind;
 use super::select::{self, settled, Complete};
 use super::window;
@@ -231,9 +232,22 @@ fn extent(at: usize, record: &Record, intern: &mut impl FnMut(&str) -> Option<Sy
 /// one).
 pub fn audit(
     session: Session<'_>,
+    intern: impl FnMut(&str) -> Option<Sym>,
+    order: Order,
+    settings: Settings,
+) -> Audit {
+    audit_over(session, intern, order, settings, Some(FIRST_TAIL))
+}
+
+/// [`audit`], its replays run over tails of the makers' copies starting at
+/// `first_tail` events, or over the whole copies (`None`: the restatement
+/// the tails are tested against).
+pub(super) fn audit_over(
+    session: Session<'_>,
     mut intern: impl FnMut(&str) -> Option<Sym>,
     order: Order,
     settings: Settings,
+    first_tail: Option<usize>,
 ) -> Audit {
     let Session {
         events,
@@ -245,6 +259,9 @@ pub fn audit(
     let n = events.len();
     let parsed = read_records(events, records);
     let exact_session = parsed.iter().any(|r| matches!(r, Some(Ok(_))));
+    let mut ix = Index::new(events, ids, session.user);
+    ix.first_tail = first_tail;
+    let stamped = Stamped::new(events);
     // Each compaction, in storage order: what it stands for.
     let mut compactions: Vec<Replayed> = Vec::new();
     let mut index_of = vec![usize::MAX; n];
@@ -272,19 +289,11 @@ pub fn audit(
             // It says what it stands for: its interval minus its holes,
             // events stored before it.
             let x = extent(k, record, &mut intern);
-            for (p, v) in events[..k].iter().enumerate() {
-                match v.compaction.and_then(|c| c.bounds()) {
-                    // A summary within its interval: rolled into it.
-                    Some((s, e)) if x.start <= s && e <= x.end => r.seeds.push(p),
-                    Some(_) => {}
-                    None if x.covers(p, v) => r.handed.push(p),
-                    None => {}
-                }
-            }
+            (r.handed, r.seeds) = stamped.within(events, &x);
             r.known = true;
         } else {
             let mut found =
-                readings_of(&session, k, order, settings, (start, end), e.scope).into_iter();
+                readings_of(&session, &ix, k, order, settings, (start, end), e.scope).into_iter();
             if let Some((trigger, handed, seeds, copy)) = found.next() {
                 r.trigger = Some(trigger);
                 r.handed = handed;
@@ -442,6 +451,70 @@ pub fn audit(
         stalled,
         prompt_size,
         prompt_error,
+    }
+}
+
+/// The raw events and the compactions of a session by timestamp, for
+/// what exact-mode records stand for: an interval's events are found by
+/// search, not by a walk over every event stored before its compaction.
+struct Stamped {
+    /// Raw events with a non-NaN timestamp, by timestamp.
+    raw: Vec<usize>,
+    /// Compactions with non-NaN bounds, start before end, by start.
+    compactions: Vec<usize>,
+    /// Those whose end is before their start (no start search finds them).
+    inverted: Vec<usize>,
+}
+
+impl Stamped {
+    fn new(events: &[EventView]) -> Stamped {
+        let mut raw: Vec<usize> = (0..events.len())
+            .filter(|&p| events[p].compaction.is_none() && !events[p].timestamp.is_nan())
+            .collect();
+        raw.sort_by(|&a, &b| events[a].timestamp.total_cmp(&events[b].timestamp));
+        let (mut compactions, mut inverted) = (Vec::new(), Vec::new());
+        for (p, e) in events.iter().enumerate() {
+            match e.compaction.and_then(|c| c.bounds()) {
+                Some((s, e)) if s.is_nan() || e.is_nan() => {}
+                Some((s, e)) if e < s => inverted.push(p),
+                Some(_) => compactions.push(p),
+                None => {}
+            }
+        }
+        let start = |p: usize| events[p].compaction.and_then(|c| c.start).unwrap_or(0.0);
+        compactions.sort_by(|&a, &b| start(a).total_cmp(&start(b)));
+        Stamped {
+            raw,
+            compactions,
+            inverted,
+        }
+    }
+
+    /// What the exact-mode compaction `x` stands for: the raw events it
+    /// covers, and the summaries stored before it whose interval is within
+    /// its own (rolled into it), positions ascending.
+    fn within(&self, events: &[EventView], x: &Extent) -> (Vec<usize>, Vec<usize>) {
+        let stamp = |p: &usize| events[*p].timestamp;
+        let from = self.raw.partition_point(|p| stamp(p) < x.start);
+        let mut handed: Vec<usize> = self.raw[from..]
+            .iter()
+            .copied()
+            .take_while(|p| stamp(p) <= x.end)
+            .filter(|&p| x.covers(p, &events[p]))
+            .collect();
+        handed.sort_unstable();
+        let bounds = |p: usize| events[p].compaction.and_then(|c| c.bounds());
+        let start = |p: &usize| bounds(*p).map_or(f64::NAN, |(s, _)| s);
+        let from = self.compactions.partition_point(|p| start(p) < x.start);
+        let mut seeds: Vec<usize> = self.compactions[from..]
+            .iter()
+            .take_while(|p| start(p) <= x.end)
+            .chain(&self.inverted)
+            .copied()
+            .filter(|&p| p < x.at && bounds(p).is_some_and(|(s, e)| x.start <= s && e <= x.end))
+            .collect();
+        seeds.sort_unstable();
+        (handed, seeds)
     }
 }
 

@@ -595,3 +595,59 @@ proptest::proptest! {
         );
     }
 }
+
+/// What an exact-mode compaction stands for, restated as the walk over
+/// every event stored before it.
+fn within_by_walk(events: &[EventView], x: &Extent) -> (Vec<usize>, Vec<usize>) {
+    let (mut handed, mut seeds) = (Vec::new(), Vec::new());
+    for (p, v) in events[..x.at].iter().enumerate() {
+        match v.compaction.and_then(|c| c.bounds()) {
+            Some((s, e)) if x.start <= s && e <= x.end => seeds.push(p),
+            Some(_) => {}
+            None if x.covers(p, v) => handed.push(p),
+            None => {}
+        }
+    }
+    (handed, seeds)
+}
+
+proptest::proptest! {
+    #[test]
+    fn exact_records_stand_for_what_the_walk_finds(
+        shape in proptest::collection::vec(
+            (
+                proptest::sample::select(vec![0.0, -0.0, 1.0, 2.0, 2.5, 3.0, 4.0, f64::NAN]),
+                proptest::option::of((
+                    proptest::sample::select(vec![0.0, 1.0, 2.0, 3.0, f64::NAN]),
+                    proptest::sample::select(vec![-0.0, 1.0, 2.0, 4.0, f64::NAN]),
+                )),
+                0u32..3,
+            ),
+            0..24,
+        ),
+        at in 0usize..26,
+        start in proptest::sample::select(vec![-0.0, 0.0, 1.0, 2.0, f64::NAN]),
+        end in proptest::sample::select(vec![0.0, 2.0, 2.5, 4.0, f64::NAN]),
+        holes in proptest::collection::vec((0i64..5, 0u32..3), 0..3),
+    ) {
+        let events: Vec<EventView> = shape
+            .iter()
+            .map(|&(t, bounds, inv)| match bounds {
+                Some((s, e)) => EventView::compacting(t, s, e),
+                None => EventView {
+                    invocation: Some(inv),
+                    ..EventView::at(t)
+                },
+            })
+            .collect();
+        let holes = holes
+            .iter()
+            .map(|&(seconds, inv)| Hole { micros: seconds * 1_000_000, invocation: Some(inv) })
+            .collect();
+        let x = Extent::new(at.min(events.len()), start, end, holes);
+        proptest::prop_assert_eq!(
+            Stamped::new(&events).within(&events, &x),
+            within_by_walk(&events, &x)
+        );
+    }
+}

@@ -15,6 +15,7 @@ pub mod json_size;
 pub mod ranges;
 pub mod recover;
 pub mod replay;
+mod replay_tail;
 pub mod rewind;
 pub mod rows;
 pub mod scans;

@@ -12,6 +12,7 @@
 //! ([`super::audit`]) decides on what all readings agree.
 
 use super::event::{EventView, Sym};
+use super::replay_tail::Index;
 use super::select::{self, settled, Complete, Rules};
 use super::window::SlidingWindow;
 
@@ -100,34 +101,74 @@ pub(super) struct Copy {
     pub(super) unseen: Vec<usize>,
 }
 
+/// The copy from the events stored at `b` on: those before `fetched`
+/// loaded the store's way, then `own` (positions, and their views).
+fn tail_of(s: &Session<'_>, copy: &Copy, order: Order, b: usize) -> (Vec<usize>, Vec<EventView>) {
+    let stored: Vec<usize> = (b..copy.fetched).collect();
+    let mut at = loaded(s.events, &stored, order, s.event_ids);
+    at.extend_from_slice(&copy.own);
+    let views = views_at(s.events, &at);
+    (at, views)
+}
+
+/// The shortest tail of the copy (see [`super::replay_tail`]) over which a
+/// selection answers as over the whole copy, by `holds` (the trigger's own
+/// check at a cut).
+fn tail_for(
+    s: &Session<'_>,
+    ix: &Index,
+    copy: &Copy,
+    order: Order,
+    holds: impl Fn(usize, &[EventView]) -> bool,
+) -> (Vec<usize>, Vec<EventView>) {
+    let mut b = ix
+        .first_tail
+        .map_or(0, |first| copy.fetched.saturating_sub(first.max(1)));
+    loop {
+        let (at, views) = tail_of(s, copy, order, b);
+        if b == 0 {
+            return (at, views);
+        }
+        match ix.splits(b, copy.fetched, order, s.events, s.ids, &at) {
+            Err(earlier) => b = earlier.min(b - 1),
+            Ok(()) if holds(b, &views) => return (at, views),
+            Ok(()) => {
+                b = copy
+                    .fetched
+                    .saturating_sub((copy.fetched - b).saturating_mul(4))
+            }
+        }
+    }
+}
+
 /// What google-adk would hand a summarizer over the copy, by each
 /// configured entry point whose selection's interval is `(start, end)` in
 /// `scope`: `(trigger, handed, seed)`, storage positions.
 fn replay_at(
     s: &Session<'_>,
+    ix: &Index,
     copy: &Copy,
     order: Order,
     settings: Settings,
     bounds: (f64, f64),
     scope: Option<Sym>,
 ) -> Option<(Trigger, Vec<usize>, Option<usize>)> {
-    let (events, ids) = (s.events, s.ids);
-    let fetched: Vec<usize> = (0..copy.fetched).collect();
-    let mut at = loaded(events, &fetched, order, s.event_ids);
-    at.extend_from_slice(&copy.own);
-    let views = views_at(events, &at);
-    let back = |v: &[u32]| -> Vec<usize> { v.iter().map(|&i| at[i as usize]).collect() };
-    let mut reader = Complete { views: &views, ids };
+    let ids = s.ids;
     if let (Some(cfg), None) = (settings.sliding, scope) {
+        let (at, views) = tail_for(s, ix, copy, order, |b, v| ix.sliding_splits(b, v, cfg));
+        let mut reader = Complete { views: &views, ids };
         let handed = settled(select::sliding(&mut reader, cfg, REPLAYED)).to_compact;
         if let (Some(&first), Some(&last)) = (handed.first(), handed.last()) {
             let (first, last) = (views[first as usize], views[last as usize]);
             if (first.timestamp, last.timestamp) == bounds {
-                return Some((Trigger::SlidingWindow, back(&handed), None));
+                let handed = handed.iter().map(|&i| at[i as usize]).collect();
+                return Some((Trigger::SlidingWindow, handed, None));
             }
         }
     }
     if let Some(retention) = settings.retention {
+        let (at, views) = tail_for(s, ix, copy, order, |b, v| ix.token_splits(b, v, scope));
+        let mut reader = Complete { views: &views, ids };
         let plan = settled(select::token(&mut reader, scope, None, retention, REPLAYED));
         let s = &plan.to_compact;
         if let (Some(&first), Some(&last)) = (s.first(), s.last()) {
@@ -139,7 +180,8 @@ fn replay_at(
                 None => Some(views[first].timestamp),
             };
             if (start, Some(views[last].timestamp)) == (Some(bounds.0), Some(bounds.1)) {
-                return Some((Trigger::TokenThreshold, back(s), seed.map(|k| at[k])));
+                let handed = s.iter().map(|&i| at[i as usize]).collect();
+                return Some((Trigger::TokenThreshold, handed, seed.map(|k| at[k])));
             }
         }
     }
@@ -175,7 +217,7 @@ pub struct Session<'a> {
 /// compaction stored since (another run wrote it) or every one (it wrote
 /// them itself). A run that appended nothing but the user's message made no
 /// compaction (it called no model), so such an invocation is no maker.
-fn copies(s: &Session<'_>, k: usize) -> Vec<Copy> {
+fn copies(s: &Session<'_>, ix: &Index, k: usize) -> Vec<Copy> {
     let events = s.events;
     let mut makers: Vec<Sym> = Vec::new();
     for q in (0..k).rev().take(MAX_LOOKBACK) {
@@ -189,14 +231,19 @@ fn copies(s: &Session<'_>, k: usize) -> Vec<Copy> {
     for maker in makers {
         let mine = |q: usize| events[q].invocation == Some(maker) && events[q].compaction.is_none();
         let by_user = |q: usize| s.user.is_some() && events[q].author == s.user;
-        let Some(fetched) = (0..k)
-            .rev()
-            .find(|&q| mine(q) && by_user(q))
-            .or_else(|| (0..k).find(|&q| mine(q)))
+        // Its latest user-authored event before `k`, else its first.
+        let (raw, user) = (ix.raw_of(maker), ix.user_of(maker));
+        let before = user.partition_point(|&q| (q as usize) < k);
+        let Some(fetched) = before
+            .checked_sub(1)
+            .map(|j| user[j] as usize)
+            .or_else(|| raw.first().map(|&q| q as usize).filter(|&q| q < k))
         else {
             continue;
         };
-        if !(fetched..events.len()).any(|q| mine(q) && !by_user(q)) {
+        // An event it appended itself from then on, the user's aside.
+        let from = raw.partition_point(|&q| (q as usize) < fetched);
+        if !raw[from..].iter().any(|&q| !by_user(q as usize)) {
             continue;
         }
         for keep_compactions in [false, true] {
@@ -235,6 +282,7 @@ pub(super) type Reading = (Trigger, Vec<usize>, Vec<usize>, Copy);
 /// the summarizer ran), all that reproduce it being readings.
 pub(super) fn readings_of(
     s: &Session<'_>,
+    ix: &Index,
     k: usize,
     order: Order,
     settings: Settings,
@@ -243,14 +291,16 @@ pub(super) fn readings_of(
 ) -> Vec<Reading> {
     let mut out: Vec<Reading> = Vec::new();
     let push = |out: &mut Vec<Reading>, copy: Copy| {
-        if let Some((trigger, handed, seed)) = replay_at(s, &copy, order, settings, bounds, scope) {
+        if let Some((trigger, handed, seed)) =
+            replay_at(s, ix, &copy, order, settings, bounds, scope)
+        {
             let seeds: Vec<usize> = seed.into_iter().collect();
             if !out.iter().any(|(_, h, z, _)| *h == handed && *z == seeds) {
                 out.push((trigger, handed, seeds, copy));
             }
         }
     };
-    for copy in copies(s, k) {
+    for copy in copies(s, ix, k) {
         push(&mut out, copy);
         if out.len() == 1 && out[0].3.unseen.is_empty() {
             return out;

@@ -31,6 +31,19 @@ fn py_max(current: f64, candidate: f64) -> f64 {
     }
 }
 
+/// The end the sliding window counts new invocations from: that of the
+/// latest compaction of `live` in stream order whose end is truthy (not
+/// None, not 0.0; NaN is truthy), whatever its content (`None`: there is
+/// none, and google-adk counts from 0.0).
+pub fn last_compaction_end(events: &[EventView], live: &[usize]) -> Option<f64> {
+    live.iter().rev().find_map(|&i| {
+        events[i]
+            .compaction
+            .and_then(|c| c.end)
+            .filter(|&e| e != 0.0)
+    })
+}
+
 /// The window before the pairing trim: every non-compaction event from the
 /// first event of the start invocation to the last of the end invocation.
 /// Reads no function-call data, so callers can extract that for the window
@@ -40,18 +53,7 @@ pub fn sliding_window_candidates(
     live: &[usize],
     cfg: SlidingWindow,
 ) -> Vec<usize> {
-    // End of the latest compaction in stream order whose end is truthy
-    // (not None, not 0.0; NaN is truthy), whatever its content.
-    let last_end = live
-        .iter()
-        .rev()
-        .find_map(|&i| {
-            events[i]
-                .compaction
-                .and_then(|c| c.end)
-                .filter(|&e| e != 0.0)
-        })
-        .unwrap_or(0.0);
+    let last_end = last_compaction_end(events, live).unwrap_or(0.0);
 
     // Invocations in order of first appearance, with their latest timestamp
     // (and each one's place in `order`, by symbol).
