@@ -18,8 +18,9 @@ process's peak RSS as it reports it):
   extrapolated: that many sessions are loaded);
 - the PostgreSQL audit on a Dask `LocalCluster` of 1 and of 2 workers
   (`--dask local:N --shards 8`);
-- one session of `--long` events (thousands of compactions) audited alone,
-  beside the store's 500-event ones.
+- one session of each `--long` size (thousands of compactions) audited
+  alone, beside one of the store's 500 events (`--long-only`: these alone,
+  no store or server needed).
 
 Prints a table (and `--json`, the raw numbers).
 """
@@ -135,7 +136,12 @@ def main() -> int:
     parser.add_argument("--events", type=int, default=500)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--loader-sample", type=int, default=100)
-    parser.add_argument("--long", type=int, default=0, help="a long session's events (0: none)")
+    parser.add_argument(
+        "--long", type=int, action="append", default=[], help="a long session's events (repeatable)"
+    )
+    parser.add_argument(
+        "--long-only", action="store_true", help="measure the --long sessions alone (no store)"
+    )
     parser.add_argument("--workdir", type=Path, help="the SQLite store's folder (default: a temp)")
     parser.add_argument(
         "--postgres-built",
@@ -144,6 +150,9 @@ def main() -> int:
     )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    if args.long_only:
+        report_long([long_session(n) for n in [args.events, *args.long]])
+        return 0
     url = os.environ.get(POSTGRES_ENV)
     if not url:
         print(f"run under tests/support/postgres.py ({POSTGRES_ENV} is not set)", file=sys.stderr)
@@ -178,7 +187,7 @@ def main() -> int:
         for workers in (1, 2)
     }
     if args.long:
-        results["long"] = [long_session(args.events), long_session(args.long)]
+        results["long"] = [long_session(n) for n in [args.events, *args.long]]
     if args.json:
         print(json.dumps(results, indent=1))
     else:
@@ -216,10 +225,16 @@ def report(results: dict[str, Any]) -> None:
             f"| Dask local:{workers}, 8 shards | {run['wall']:.1f} | | | "
             f"{run['peak_mb']:.0f} (client) | {events / run['wall']:,.0f} |"
         )
-    for long in results.get("long", []):
+    report_long(results.get("long", []))
+
+
+def report_long(sessions: list[dict[str, Any]]) -> None:
+    """One line per long session: its size, compactions and analysis time."""
+    for long in sessions:
+        per_event = long["seconds"] / long["events"] * 1e6
         print(
             f"long session: {long['events']:,} events, {long['compactions']:,} compactions "
-            f"({long['replayed']:,} replayed): {long['seconds']:.2f} s"
+            f"({long['replayed']:,} replayed): {long['seconds']:.3f} s ({per_event:.1f} us/event)"
         )
 
 
