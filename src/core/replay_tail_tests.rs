@@ -198,19 +198,12 @@ impl Simulated {
     }
 
     fn audit(&self, order: Order, settings: Settings, first_tail: Option<usize>) -> Audit {
-        let events: Vec<EventView> = self
-            .s
-            .events
-            .iter()
-            .enumerate()
-            .map(|(i, e)| EventView {
-                ident: i as u64,
-                ..*e
-            })
-            .collect();
+        // Identified by storage position already, as the stored reader
+        // identifies them.
+        let events = &self.s.events;
         let parts = vec![true; events.len()];
         let session = Session {
-            events: &events,
+            events,
             ids: &self.s.ids,
             has_parts: &parts,
             event_ids: &self.event_ids,
