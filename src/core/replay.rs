@@ -111,9 +111,10 @@ fn tail_of(s: &Session<'_>, copy: &Copy, order: Order, b: usize) -> (Vec<usize>,
     (at, views)
 }
 
-/// The shortest tail of the copy (see [`super::replay_tail`]) over which a
-/// selection answers as over the whole copy, by `holds` (the trigger's own
-/// check at a cut).
+/// A tail of the copy (see [`super::replay_tail`]) over which a selection
+/// answers as over the whole copy, by `holds` (the trigger's own check at
+/// a cut): the first tail lengthened, at least twofold each time, until
+/// the checks pass or it is the whole copy.
 fn tail_for(
     s: &Session<'_>,
     ix: &Index,
@@ -129,14 +130,13 @@ fn tail_for(
         if b == 0 {
             return (at, views);
         }
+        // Each retry at least doubles the tail: a chain of invocations
+        // that each split the cut costs its length, not its length squared.
+        let longer = |times: usize| copy.fetched.saturating_sub((copy.fetched - b) * times);
         match ix.splits(b, copy.fetched, order, s.events, s.ids, &at) {
-            Err(earlier) => b = earlier.min(b - 1),
+            Err(earlier) => b = earlier.min(longer(2)),
             Ok(()) if holds(b, &views) => return (at, views),
-            Ok(()) => {
-                b = copy
-                    .fetched
-                    .saturating_sub((copy.fetched - b).saturating_mul(4))
-            }
+            Ok(()) => b = longer(4),
         }
     }
 }
