@@ -169,12 +169,13 @@ impl Index {
             .map_or(usize::MAX, |&p| p as usize)
     }
 
-    /// Whether the events stored before `b` leave any selection over the
-    /// tail the same as over the whole copy, but for the triggers' own
-    /// checks: `views` is the tail loaded (`at` its positions), the events
-    /// stored from `b` to `fetched` loaded first, then the maker's own.
-    /// `Err`: an earlier cut that may (the first event of an invocation the
-    /// cut splits, or a cut after which every stamp sorts later).
+    /// Whether the events stored before `b` leave every selection over the
+    /// tail as over the whole copy, the triggers' own checks aside: `at` is
+    /// the tail as loaded (positions), the events stored from `b` to
+    /// `fetched` in the store's order, then the maker's own. `Err`: an
+    /// earlier cut worth trying (the first event of an invocation or call
+    /// the tail shares with the head, or the last cut whose head's stamps
+    /// all sort before the tail's).
     pub(super) fn splits(
         &self,
         b: usize,
