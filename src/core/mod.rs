@@ -12,6 +12,7 @@ pub mod filter;
 pub mod hash;
 pub mod index;
 pub mod json_size;
+mod loading;
 pub mod ranges;
 pub mod recover;
 pub mod replay;

@@ -12,6 +12,8 @@
 //! ([`super::audit`]) decides on what all readings agree.
 
 use super::event::{EventView, Sym};
+pub use super::loading::Order;
+use super::loading::{loaded, views_at};
 use super::replay_tail::Index;
 use super::select::{self, settled, Complete, Rules};
 use super::window::SlidingWindow;
@@ -23,17 +25,6 @@ pub(super) const REPLAYED: Rules = Rules {
     priced: false,
     ..Rules::LATEST
 };
-
-/// How a store loads a session's events.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Order {
-    /// As stored (the in-memory service, a `Session` export).
-    Stored,
-    /// By timestamp, ties in storage order (`SqliteSessionService`).
-    Timestamp,
-    /// By timestamp, ties by event id (`DatabaseSessionService`).
-    TimestampId,
-}
 
 /// The compaction settings the replay assumes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -57,36 +48,6 @@ const MAX_LOOKBACK: usize = 64;
 /// How many of the invocations stored last before a compaction are tried
 /// as the one that made it.
 const MAX_MAKERS: usize = 4;
-
-/// The session as a store loads the stored events at `avail` (ascending
-/// storage positions): positions in loading order. `event_ids` break
-/// timestamp ties for [`Order::TimestampId`].
-pub(super) fn loaded(
-    events: &[EventView],
-    avail: &[usize],
-    order: Order,
-    event_ids: &[Option<String>],
-) -> Vec<usize> {
-    let mut at = avail.to_vec();
-    match order {
-        Order::Stored => {}
-        Order::Timestamp => {
-            at.sort_by(|&a, &b| events[a].timestamp.total_cmp(&events[b].timestamp));
-        }
-        Order::TimestampId => at.sort_by(|&a, &b| {
-            events[a]
-                .timestamp
-                .total_cmp(&events[b].timestamp)
-                .then_with(|| event_ids.get(a).cmp(&event_ids.get(b)))
-        }),
-    }
-    at
-}
-
-/// The views at `at`, in that order.
-pub(super) fn views_at(events: &[EventView], at: &[usize]) -> Vec<EventView> {
-    at.iter().map(|&i| events[i]).collect()
-}
 
 /// A copy of the session a selection may have been made over: the events
 /// stored before `fetched` (what the maker's `get_session` returned, loaded

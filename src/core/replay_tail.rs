@@ -30,7 +30,7 @@
 
 use super::event::{per_symbol, EventView, Sym};
 use super::hash::FastMap;
-use super::replay::Order;
+use super::loading::Order;
 use super::select;
 use super::window::{self, SlidingWindow};
 

@@ -4,7 +4,8 @@
 
 use super::super::audit::{audit_over, Audit, Order, Session, Settings};
 use super::super::event::{EventView, Sym};
-use super::super::replay::{loaded, views_at, REPLAYED};
+use super::super::loading::{loaded, views_at};
+use super::super::replay::REPLAYED;
 use super::super::select::{self, settled, Complete};
 use super::super::testing;
 use super::super::window::SlidingWindow;
