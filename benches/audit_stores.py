@@ -197,10 +197,11 @@ def main() -> int:
 
 def report(results: dict[str, Any]) -> None:
     events = results["sessions"] * results["events"]
+    table = results["postgres_events_bytes"]
+    table_size = "built earlier" if table is None else f"{table / 1e9:.2f} GB"
     print(
         f"store: {results['sessions']:,} sessions x {results['events']} events "
-        f"(SQLite {results['sqlite_bytes'] / 1e9:.2f} GB; PostgreSQL events table "
-        f"{(results['postgres_events_bytes'] or 0) / 1e9:.2f} GB)"
+        f"(SQLite {results['sqlite_bytes'] / 1e9:.2f} GB; PostgreSQL events table {table_size})"
     )
     print("| path | wall s (median, min-max) | read s | analysis s | peak RSS MB | events/s |")
     print("| --- | ---: | ---: | ---: | ---: | ---: |")

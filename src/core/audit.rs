@@ -260,9 +260,10 @@ pub(super) fn audit_over(
     let n = events.len();
     let parsed = read_records(events, records);
     let exact_session = parsed.iter().any(|r| matches!(r, Some(Ok(_))));
-    let mut ix = Index::new(events, ids, session.user);
-    ix.first_tail = first_tail;
-    let stamped = Stamped::new(events);
+    // Built when first needed: the replay's index by the first compaction
+    // to replay, the stamps by the first exact-mode record.
+    let mut ix: Option<Index> = None;
+    let mut stamped: Option<Stamped> = None;
     // Each compaction, in storage order: what it stands for.
     let mut compactions: Vec<Replayed> = Vec::new();
     let mut index_of = vec![usize::MAX; n];
@@ -290,11 +291,13 @@ pub(super) fn audit_over(
             // It says what it stands for: its interval minus its holes,
             // events stored before it.
             let x = extent(k, record, &mut intern);
+            let stamped = stamped.get_or_insert_with(|| Stamped::new(events));
             (r.handed, r.seeds) = stamped.within(events, &x);
             r.known = true;
         } else {
+            let ix = ix.get_or_insert_with(|| Index::new(events, ids, session.user, first_tail));
             let mut found =
-                readings_of(&session, &ix, k, order, settings, (start, end), e.scope).into_iter();
+                readings_of(&session, ix, k, order, settings, (start, end), e.scope).into_iter();
             if let Some((trigger, handed, seeds, copy)) = found.next() {
                 r.trigger = Some(trigger);
                 r.handed = handed;
@@ -482,7 +485,10 @@ impl Stamped {
                 None => {}
             }
         }
-        let start = |p: usize| events[p].compaction.and_then(|c| c.start).unwrap_or(0.0);
+        let start = |p: usize| {
+            let bounds = events[p].compaction.and_then(|c| c.bounds());
+            bounds.map_or(f64::NAN, |(s, _)| s)
+        };
         compactions.sort_by(|&a, &b| start(a).total_cmp(&start(b)));
         Stamped {
             raw,

@@ -74,8 +74,9 @@ fn tail_of(s: &Session<'_>, copy: &Copy, order: Order, b: usize) -> (Vec<usize>,
 
 /// A tail of the copy (see [`super::replay_tail`]) over which a selection
 /// answers as over the whole copy, by `holds` (the trigger's own check at
-/// a cut): the first tail lengthened, at least twofold each time, until
-/// the checks pass or it is the whole copy.
+/// a cut): the first tail moved back to the events it depends on, or
+/// lengthened fourfold where a trigger's check fails, until the checks pass
+/// or it is the whole copy.
 fn tail_for(
     s: &Session<'_>,
     ix: &Index,
@@ -91,13 +92,10 @@ fn tail_for(
         if b == 0 {
             return (at, views);
         }
-        // Each retry at least doubles the tail: a chain of invocations
-        // that each split the cut costs its length, not its length squared.
-        let longer = |times: usize| copy.fetched.saturating_sub((copy.fetched - b) * times);
         match ix.splits(b, copy.fetched, order, s.events, s.ids, &at) {
-            Err(earlier) => b = earlier.min(longer(2)),
+            Err(earlier) => b = earlier,
             Ok(()) if holds(b, &views) => return (at, views),
-            Ok(()) => b = longer(4),
+            Ok(()) => b = copy.fetched.saturating_sub((copy.fetched - b) * 4),
         }
     }
 }

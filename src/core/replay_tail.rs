@@ -68,8 +68,14 @@ pub(super) struct Index {
 
 impl Index {
     /// The index of `events` (storage order), whose id spans index `ids`;
-    /// `user` is the user author's symbol.
-    pub(super) fn new(events: &[EventView], ids: &[Sym], user: Option<Sym>) -> Index {
+    /// `user` is the user author's symbol; replays start with tails of
+    /// `first_tail` events (`None`: over the whole copies).
+    pub(super) fn new(
+        events: &[EventView],
+        ids: &[Sym],
+        user: Option<Sym>,
+        first_tail: Option<usize>,
+    ) -> Index {
         let n = events.len();
         let mut max_stamp = Vec::with_capacity(n + 1);
         let mut max_raw = Vec::with_capacity(n + 1);
@@ -149,7 +155,7 @@ impl Index {
             first_mention,
             raw_of,
             user_of,
-            first_tail: Some(FIRST_TAIL),
+            first_tail,
         }
     }
 
@@ -203,18 +209,32 @@ impl Index {
                     .saturating_sub(1));
             }
         }
-        // The earliest event of the head the tail depends on.
-        let mut earliest = b;
-        for &p in at {
+        // The earliest event of the head the tail depends on, and what
+        // those events depend on in turn (a chain of overlapping
+        // invocations is followed here, by storage position, not by one
+        // retry per link).
+        let depends = |p: usize| {
             let e = &events[p];
-            for inv in e.invocation.into_iter().chain(e.rewind_before) {
-                earliest = earliest.min(self.first_of(inv));
-            }
-            for id in e.calls.of(ids) {
-                if let Some(&m) = self.first_mention.get(id) {
-                    earliest = earliest.min(m as usize);
-                }
-            }
+            let invocations = e.invocation.into_iter().chain(e.rewind_before);
+            let calls = e.calls.of(ids).iter();
+            let mentions = calls.filter_map(|id| self.first_mention.get(id).map(|&m| m as usize));
+            invocations
+                .map(|inv| self.first_of(inv))
+                .chain(mentions)
+                .min()
+        };
+        let mut earliest = at
+            .iter()
+            .filter_map(|&p| depends(p))
+            .min()
+            .unwrap_or(b)
+            .min(b);
+        let mut scanned = b;
+        while earliest < scanned {
+            let from = earliest;
+            let deeper = (from..scanned).filter_map(depends).min();
+            earliest = deeper.map_or(from, |d| d.min(from));
+            scanned = from;
         }
         match earliest < b {
             true => Err(earliest),

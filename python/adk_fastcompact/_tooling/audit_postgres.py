@@ -9,15 +9,14 @@ applied), then each session's events as text, in the order
 `DatabaseSessionService.get_session` loads them (`timestamp`, then `id`, on
 the index the service creates), through a server-side cursor fetching
 `fetch` rows at a time. The server's conversion of JSONB to text is most of
-the reading's cost (17.6 s of server time for the bench store's 1,000,000
-events on one connection), so `connections` sessions are fetched at once,
-one per connection (`default_connections`), and handed on in key order. The rows go to
-`_native.audit_stored` as the SQLite path's do; nothing builds a pydantic
-`Event`.
+the reading's cost (docs/audit.md measures it), so `connections` sessions
+are fetched at once, one per connection (`default_connections`), and handed
+on in key order. The rows go to `_native.audit_stored` as the SQLite path's
+do; nothing builds a pydantic `Event`.
 
 Memory is bounded by the audit's batch and the sessions in flight (one per
-connection), not by the store. The legacy pickled schema is left to google-adk's loader
-(`ServiceStore`), which says so in the report's store line. Credentials come
+connection), not by the store. The legacy pickled schema is left to
+google-adk's loader (`ServiceStore`), which says so in the report's store line. Credentials come
 from the URL or, when it leaves them out, from libpq's environment
 (`PGPASSWORD`, `PGPASSFILE`, `PGUSER`, ...), as asyncpg reads them; the
 report and every error show the URL with its password hidden.
@@ -45,8 +44,7 @@ FETCH_ROWS = 2048
 
 def default_connections() -> int:
     """Connections reading at once: one more than the cores, three to four
-    (the bench store's audit on two cores, `benches/audit_stores.py`: 31.2 s
-    with one, 21.3 s with two, 19.0 s with three, 18.5 s with four)."""
+    (docs/audit.md gives the bench store's scan with one to four)."""
     return max(3, min(4, (os.cpu_count() or 1) + 1))
 
 
