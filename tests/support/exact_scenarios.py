@@ -37,7 +37,7 @@ from google.genai import types
 from pydantic import Field, PrivateAttr
 
 from support.exact_llm import SUMMARY, TaggingLlm, event_tags, tags
-from support.exact_runs import Run, Turn, chat
+from support.exact_runs import ManualClock, Run, Turn, chat
 from support.runner_harness import EXPECTED_WARNINGS, deterministic, stepped_clock
 
 USER, SESSION = "u", "s"
@@ -334,21 +334,6 @@ SQLITE_CONFIGS: dict[str, dict[str, int]] = {
 
 
 # -- a clock other than the compacting process's ---------------------------------------
-
-
-class ManualClock:
-    """This process's clock: a millisecond per reading (fast code), moved
-    on by `jump` (a user's pause between turns)."""
-
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        self.now += 0.001
-        return self.now
-
-    def jump(self, seconds: float) -> None:
-        self.now += seconds
 
 
 @dataclass
