@@ -275,8 +275,8 @@ def exact_record(
       ceiling: The earliest timestamp an event stored after the compaction
         can carry (the caller's clock reading, and the start of every other
         invocation of the session still under way); the plain bounds end
-        strictly below it (`math.inf`: no limit; NaN: bounds that cover
-        nothing).
+        strictly below it, less `clock_skew` (`math.inf`: no limit; NaN:
+        bounds that cover nothing).
       selection: The handle the selection returned with `events`: when
         `events` is that very list unchanged, the session is not read again.
       clock_skew: Seconds another clock may stamp an event stored after
