@@ -188,7 +188,8 @@ async def _recorded(
     conflicting, so it is dropped (the next turn selects again). The plain
     bounds end below the earliest stamp an event stored later can carry
     (`_underway.ceiling`; the calling invocation counts when it compacts
-    from a branch, whose siblings may run side by side).
+    from a branch, whose siblings may run side by side), less the margin
+    for other clocks (`_underway.clock_skew`).
     """
     compaction = compaction_event.actions.compaction if compaction_event.actions else None
     if compaction is None or compaction.compacted_content is None:
@@ -212,7 +213,15 @@ async def _recorded(
     # Read after the store: an event stored from here on is made now or
     # later, or by an invocation under way (its start bounds its stamps).
     ceiling = _underway.ceiling(session, own=branched)
-    written = _native.exact_record(events, list(handed), list(seeds), foreign, ceiling, selection)
+    written = _native.exact_record(
+        events,
+        list(handed),
+        list(seeds),
+        foreign,
+        ceiling,
+        selection,
+        clock_skew=_underway.clock_skew(),
+    )
     if written is None:
         return None
     record, plain_start, plain_end = written

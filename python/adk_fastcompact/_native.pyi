@@ -261,6 +261,8 @@ def exact_record(
     foreign: list[tuple[str, float]],
     ceiling: float,
     selection: ExactSelection | None = None,
+    *,
+    clock_skew: float | None = None,
 ) -> tuple[dict[str, Any], float, float] | None:
     """The coverage record of a compaction about to be appended to `events`.
 
@@ -273,10 +275,15 @@ def exact_record(
       ceiling: The earliest timestamp an event stored after the compaction
         can carry (the caller's clock reading, and the start of every other
         invocation of the session still under way); the plain bounds end
-        strictly below it (`math.inf`: no limit; NaN: bounds that cover
-        nothing).
+        strictly below it, less `clock_skew` (`math.inf`: no limit; NaN:
+        bounds that cover nothing).
       selection: The handle the selection returned with `events`: when
         `events` is that very list unchanged, the session is not read again.
+      clock_skew: Seconds another clock may stamp an event stored after
+        the compaction behind `ceiling` (another replica's, a stamp the
+        application sets): the plain bounds end strictly below
+        `ceiling - clock_skew`. None: 0. The record is the same whatever
+        the margin.
 
     Returns:
       `(record, plain_start, plain_end)`: the record for `custom_metadata`
@@ -285,7 +292,9 @@ def exact_record(
       has a finite timestamp.
 
     Raises:
-      ValueError: A position is out of range, or the events cannot be read.
+      ValueError: A position is out of range, the events cannot be read,
+        or `clock_skew` is not finite or is negative.
+      TypeError: `clock_skew` is not a number (a bool is not).
     """
 
 def deep_copy_model(model: _ModelT, memo: dict[int, Any] | None = None) -> _ModelT:

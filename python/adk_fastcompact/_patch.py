@@ -233,7 +233,7 @@ def replacement(name: str, mode: str = "parity") -> Callable[..., Any]:
     return _bound[key]
 
 
-def install(mode: str = "parity", *, strict: bool = False) -> bool:
+def install(mode: str = "parity", *, strict: bool = False, clock_skew: float | None = None) -> bool:
     """Makes google-adk use the Rust implementations.
 
     Args:
@@ -242,17 +242,33 @@ def install(mode: str = "parity", *, strict: bool = False) -> bool:
         duplicated; see docs/exact-mode.md).
       strict: Raise instead of warning when google-adk's version is not one
         this release reproduces.
+      clock_skew: Exact mode only: seconds another clock (another replica's,
+        a timestamp the application sets) may stamp an event behind this
+        process's clock. The `EventCompaction` bounds exact mode writes end
+        that much below the earliest stamp this process's clock can put on
+        a later event, so google-adk without the accelerator does not hide
+        such an event (it may show summarized events stamped within the
+        margin raw beside their summary). None: 1.0 (docs/exact-mode.md,
+        "Clocks other than the writer's"); each call sets it.
 
     Returns:
       True when the accelerator is active after the call.
 
     Raises:
-      ValueError: `mode` is not one of `MODES`, or another mode is installed.
+      ValueError: `mode` is not one of `MODES`, another mode is installed,
+        `clock_skew` is given in parity mode, or is not finite or negative.
+      TypeError: `clock_skew` is not a number.
       UnsupportedAdkVersionError: unsupported google-adk version and `strict`.
     """
     global _mode
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES!r}, not {mode!r}")
+    from . import _underway
+
+    if mode == "exact":
+        skew = _underway.checked_clock_skew(clock_skew)
+    elif clock_skew is not None:
+        raise ValueError("clock_skew applies to exact mode only")
     message = _refusal(_families.recognise(), mode)
     if message is not None:
         if strict:
@@ -263,6 +279,8 @@ def install(mode: str = "parity", *, strict: bool = False) -> bool:
         if _mode is not None:
             if _mode != mode:
                 raise ValueError(f"already installed in mode {_mode!r}; uninstall first")
+            if mode == "exact":
+                _underway.set_clock_skew(skew)
             return True
         originals = {}
         for name in replacements(mode):
@@ -273,8 +291,7 @@ def install(mode: str = "parity", *, strict: bool = False) -> bool:
         _hook_session_loads()
         _hook_scans()
         if mode == "exact":
-            from . import _underway
-
+            _underway.set_clock_skew(skew)
             _undo.append(_underway.hook())
         _mode = mode
     return True

@@ -17,11 +17,19 @@ here with the clock reading at its start (every event it makes is stamped
 at or after it) and left when the call's generator finishes, fails or is
 closed. While the invocation's own code runs (and in the tasks it starts),
 `_current` names its entry, so a compaction it makes does not count itself.
+
+Another clock (another replica's, or a stamp the application sets) may
+stamp an event stored after the compaction behind this process's clock:
+the bounds end a margin further below (`clock_skew`, set by
+`install(mode="exact", clock_skew=...)`; docs/exact-mode.md, "Clocks other
+than the writer's").
 """
 
 from __future__ import annotations
 
 import functools
+import math
+import numbers
 import threading
 from collections.abc import AsyncGenerator, Callable
 from contextvars import ContextVar
@@ -38,6 +46,12 @@ class _Entry:
         self.start = start
 
 
+#: Seconds another clock may stamp an event stored after a compaction
+#: behind this process's clock, unless `install` says otherwise (chosen from
+#: measurement: docs/exact-mode.md, "Clocks other than the writer's").
+DEFAULT_CLOCK_SKEW = 1.0
+
+_skew = DEFAULT_CLOCK_SKEW
 _lock = threading.Lock()
 _running: dict[tuple[Any, Any, Any], list[_Entry]] = {}
 _current: ContextVar[_Entry | None] = ContextVar("adk_fastcompact_invocation", default=None)
@@ -81,6 +95,35 @@ def ceiling(session: Any, *, own: bool = False) -> float:
     with _lock:
         starts = [e.start for e in _running.get(key, ()) if e is not mine]
     return min(now, *starts) if starts else now
+
+
+def clock_skew() -> float:
+    """The margin, in seconds, the plain bounds keep below `ceiling` for
+    events another clock stamps behind this process's."""
+    return _skew
+
+
+def checked_clock_skew(seconds: object) -> float:
+    """`seconds` as a `clock_skew` (None: `DEFAULT_CLOCK_SKEW`).
+
+    Raises:
+      TypeError: `seconds` is not a real number (a bool is not).
+      ValueError: `seconds` is not finite or is negative.
+    """
+    if seconds is None:
+        return DEFAULT_CLOCK_SKEW
+    if isinstance(seconds, bool) or not isinstance(seconds, numbers.Real):
+        raise TypeError(f"clock_skew must be a number of seconds, not {type(seconds).__name__}")
+    value = float(seconds)
+    if not (math.isfinite(value) and value >= 0.0):
+        raise ValueError(f"clock_skew must be finite and not negative, not {seconds!r}")
+    return value + 0.0
+
+
+def set_clock_skew(seconds: float) -> None:
+    """Sets `clock_skew` (checked by `checked_clock_skew`)."""
+    global _skew
+    _skew = seconds
 
 
 def running() -> int:

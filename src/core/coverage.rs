@@ -7,7 +7,7 @@
 
 use super::error::{guarded, CoreError};
 use super::event::{EventView, Need, Sym};
-use super::exact::{micros, Extent, Hole, Key, Parsed, Record, RecordError};
+use super::exact::{micros, ClockSkew, Extent, Hole, Key, Parsed, Record, RecordError};
 use super::filter::Item;
 use super::hash::{FastMap, FastSet};
 use super::select::{live, Reader, LIGHT};
@@ -446,14 +446,29 @@ impl Written {
     /// stored after the compaction can carry: the writer's clock reading
     /// when it writes the record (every event made from then on is stamped
     /// at or after it) and the start of every other invocation of the
-    /// session still under way (its events not yet stored were made since).
-    pub fn plain(&self, events: &[EventView], foreign: &[f64], ceiling: f64) -> Option<(f64, f64)> {
+    /// session still under way (its events not yet stored were made since);
+    /// `skew` how far behind that clock another may stamp such an event.
+    pub fn plain(
+        &self,
+        events: &[EventView],
+        foreign: &[f64],
+        ceiling: f64,
+        skew: ClockSkew,
+    ) -> Option<(f64, f64)> {
         let inside: Vec<f64> = foreign
             .iter()
             .copied()
             .filter(|&t| self.start <= t && t <= self.end)
             .collect();
-        super::exact::plain_bounds(events, self.start, self.end, &self.holes, &inside, ceiling)
+        super::exact::plain_bounds(
+            events,
+            self.start,
+            self.end,
+            &self.holes,
+            &inside,
+            ceiling,
+            skew,
+        )
     }
 }
 
@@ -710,6 +725,7 @@ pub fn stored_record(
     holes: &[String],
     foreign: &[(String, f64)],
     ceiling: f64,
+    skew: ClockSkew,
 ) -> Result<(Record, f64, f64), RecordError> {
     let mut keys: Vec<Key> = Vec::with_capacity(w.holes.len() + foreign.len());
     for (&p, invocation) in w.holes.iter().zip(holes) {
@@ -722,7 +738,7 @@ pub fn stored_record(
     }
     let foreign_ts: Vec<f64> = foreign.iter().map(|(_, t)| *t).collect();
     let (plain_start, plain_end) = w
-        .plain(events, &foreign_ts, ceiling)
+        .plain(events, &foreign_ts, ceiling, skew)
         .unwrap_or((w.end, w.start - 1.0));
     let record = Record::new(w.start, w.end, keys, (plain_start, plain_end))?;
     Ok((record, plain_start, plain_end))

@@ -405,6 +405,7 @@ fn the_stored_record_names_foreign_events_inside_and_inverts_unsafe_bounds() {
         &["inv-2".to_owned()],
         &foreign,
         f64::INFINITY,
+        ClockSkew::NONE,
     )
     .unwrap();
     let named: Vec<&str> = record.holes.iter().map(|k| k.invocation.as_str()).collect();
@@ -413,8 +414,41 @@ fn the_stored_record_names_foreign_events_inside_and_inverts_unsafe_bounds() {
     assert!(start <= end);
     // Under a ceiling at the interval's start no plain bounds are safe:
     // inverted, covering nothing.
-    let (_, start, end) =
-        stored_record(&s.events, &w, &["inv-2".to_owned()], &foreign, 1.0).unwrap();
+    let (_, start, end) = stored_record(
+        &s.events,
+        &w,
+        &["inv-2".to_owned()],
+        &foreign,
+        1.0,
+        ClockSkew::NONE,
+    )
+    .unwrap();
+    assert!(start > end, "{start} {end}");
+}
+
+#[test]
+fn a_clock_skew_narrows_the_plain_bounds_only() {
+    let mut s = Session::default();
+    for k in 1..=4 {
+        s.raw(f64::from(k), k);
+    }
+    let cov = covering(&s, Vec::new());
+    let w = write(&s.events, &cov, &[0, 1, 2, 3], &[]).unwrap();
+    let stored = |skew: f64| {
+        let skew = ClockSkew::new(skew).unwrap();
+        stored_record(&s.events, &w, &[], &[], 4.5, skew).unwrap()
+    };
+    let (plain, start, end) = stored(0.0);
+    assert_eq!((start, end), (1.0, 4.0));
+    // Another clock a second behind may stamp a later event 3.5: the
+    // bounds stop before it; the record (interval, holes) is the same, and
+    // a reader accepts it (its interval contains the bounds).
+    let (skewed, start, end) = stored(1.0);
+    assert_eq!((start, end), (1.0, 3.0));
+    assert_eq!(skewed, plain);
+    assert_eq!(Record::parse(&skewed.to_json(), (start, end)), Ok(skewed));
+    // A margin past every stamp: inverted bounds, covering nothing.
+    let (_, start, end) = stored(4.0);
     assert!(start > end, "{start} {end}");
 }
 

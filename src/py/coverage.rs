@@ -7,6 +7,7 @@
 //! interval; the Python side warns (`_exact`).
 
 use super::error::{finish, Extracted, Outcome};
+use super::exact::Skew;
 use super::filter::materialize;
 use super::index::load::{load, Loaded, Reading};
 use super::index::memos::exact::{
@@ -20,7 +21,7 @@ use super::reading::read::text;
 use super::reading::scratch::Views;
 use crate::core::coverage::{self, Coverage, Covered, Prior, Problems, Records};
 use crate::core::event::{EventView, Need};
-use crate::core::exact::{Parsed, Record, METADATA_KEY};
+use crate::core::exact::{ClockSkew, Parsed, Record, METADATA_KEY};
 use crate::core::select;
 use crate::core::{guarded, Sym};
 use pyo3::intern;
@@ -522,14 +523,16 @@ pub fn exact_token_threshold<'py>(
 /// given), `foreign` the `(invocation_id, timestamp)` of events the store
 /// holds and `events` lacks, `ceiling` the earliest timestamp an event
 /// stored after the compaction can carry (the caller's clock reading and
-/// the start of every other invocation of the session under way): the
-/// plain bounds end strictly below it. Returns `(record, plain_start, plain_end)`:
+/// the start of every other invocation of the session under way), and
+/// `clock_skew` (seconds) how far behind that clock another may stamp such
+/// an event: the plain bounds end strictly below `ceiling - clock_skew`
+/// (the record is the same whatever the margin). Returns `(record, plain_start, plain_end)`:
 /// the record to store and the bounds for its `EventCompaction` (inverted,
 /// covering nothing, where no bounds are safe for a plain reader); `None`
 /// when nothing handed has a finite timestamp. Raises `ValueError` on a
 /// position out of range.
 #[pyfunction]
-#[pyo3(signature = (events, handed, seeds, foreign, ceiling, selection = None))]
+#[pyo3(signature = (events, handed, seeds, foreign, ceiling, selection = None, *, clock_skew = None))]
 pub fn exact_record<'py>(
     events: &Bound<'py, PyAny>,
     handed: Vec<usize>,
@@ -537,8 +540,10 @@ pub fn exact_record<'py>(
     foreign: Vec<(String, f64)>,
     ceiling: f64,
     selection: Option<&Bound<'py, ExactSelection>>,
+    clock_skew: Option<Skew>,
 ) -> PyResult<Option<(Bound<'py, PyAny>, f64, f64)>> {
     let py = events.py();
+    let skew = clock_skew.map_or(ClockSkew::NONE, |s| s.0);
     if let Some((objects, record)) = selection.and_then(|s| s.get().of(events)) {
         let object = |p: usize| objects.get(p).map(|o| o.bind(py).clone());
         return write_record(
@@ -550,6 +555,7 @@ pub fn exact_record<'py>(
             seeds,
             foreign,
             ceiling,
+            skew,
             Some(&record.written),
         );
     }
@@ -572,6 +578,7 @@ pub fn exact_record<'py>(
         seeds,
         foreign,
         ceiling,
+        skew,
         None,
     )
 }
@@ -591,6 +598,7 @@ fn write_record<'py>(
     seeds: Vec<usize>,
     foreign: Vec<(String, f64)>,
     ceiling: f64,
+    skew: ClockSkew,
     memo: Option<&std::sync::Mutex<Option<WrittenOver>>>,
 ) -> PyResult<Option<(Bound<'py, PyAny>, f64, f64)>> {
     if let Some(&bad) = handed.iter().chain(&seeds).find(|&&p| p >= views.len()) {
@@ -626,7 +634,7 @@ fn write_record<'py>(
         holes.push(invocation.unwrap_or_default());
     }
     let (record, plain_start, plain_end) =
-        coverage::stored_record(views, &w, &holes, &foreign, ceiling)?;
+        coverage::stored_record(views, &w, &holes, &foreign, ceiling, skew)?;
     let dict = super::exact::to_python(py, &record)?;
     Ok(Some((dict, plain_start, plain_end)))
 }

@@ -4,9 +4,39 @@
 //! dict: it crosses as config-shaped data, through pythonize, never on the
 //! per-event hot path.
 
-use crate::core::exact::{Key, Record, RecordError};
-use pyo3::exceptions::PyValueError;
+use crate::core::exact::{ClockSkew, Key, Record, RecordError};
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::types::PyBool;
+
+/// A `clock_skew` argument: seconds, a real number (not a bool), finite and
+/// not negative (`TypeError` or `ValueError` otherwise).
+pub struct Skew(pub ClockSkew);
+
+impl<'a, 'py> FromPyObject<'a, 'py> for Skew {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        if obj.is_instance_of::<PyBool>() {
+            return Err(PyTypeError::new_err(
+                "clock_skew must be a number of seconds, not a bool",
+            ));
+        }
+        let seconds: f64 = obj.extract().map_err(|_| {
+            PyTypeError::new_err(format!(
+                "clock_skew must be a number of seconds, not {}",
+                obj.get_type()
+                    .name()
+                    .map_or_else(|_| "?".to_owned(), |n| n.to_string())
+            ))
+        })?;
+        ClockSkew::new(seconds).map(Skew).ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "clock_skew must be finite and not negative, not {seconds}"
+            ))
+        })
+    }
+}
 
 /// Validates a record read from `custom_metadata` against its compaction's
 /// own bounds and returns it as a dict (`v`, `start`, `end`, `holes`), or

@@ -521,7 +521,9 @@ def test_a_parallel_agent_exported_from_memory(
         assert code == 1
         assert_finds(report, expected, cause="out_of_order_timestamp")
     else:
-        assert expected.clean
+        # Plain google-adk may repeat what is stamped within exact mode's
+        # margin for other clocks (docs/exact-mode.md); it hides nothing.
+        assert not expected.hidden
         assert code == 0 and report["summary"]["hidden"] == 0
 
 

@@ -94,6 +94,9 @@ class TaggingLlm(BaseLlm):
     summary_delay: float = 0.0
     summary_chars: int = 400
     answer_words: int = 0
+    #: Seconds the test's clock moves on during each call (see `pace`).
+    latency: float = 0.0
+    _jump: Any = PrivateAttr(default=None)
     _ledger: Ledger = PrivateAttr(default_factory=Ledger)
     _requests: list[list[dict[str, Any]]] = PrivateAttr(default_factory=list)
     _count: int = PrivateAttr(default=0)
@@ -106,6 +109,13 @@ class TaggingLlm(BaseLlm):
     def requests(self) -> list[list[dict[str, Any]]]:
         """The contents of every answering request, as JSON dumps."""
         return self._requests
+
+    def pace(self, jump: Any) -> None:
+        """Each call moves the test's clock on by `latency` (`jump(seconds)`),
+        after its request and before its reply: as a model's reply is
+        stamped when its call began, the next event is stamped that much
+        later."""
+        self._jump = jump
 
     def share(self, other: TaggingLlm) -> None:
         """Use `other`'s ledger (the summarizer's), so answers can check it."""
@@ -135,6 +145,8 @@ class TaggingLlm(BaseLlm):
                 await asyncio.sleep(delay)
             parts = self._answer(contents, n)
         size = sum(len(c.model_dump_json(exclude_none=True)) for c in contents)
+        if self._jump is not None and self.latency:
+            self._jump(self.latency)
         yield LlmResponse(
             content=types.Content(role="model", parts=parts),
             usage_metadata=types.GenerateContentResponseUsageMetadata(

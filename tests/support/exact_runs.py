@@ -30,6 +30,31 @@ from support.runner_harness import EXPECTED_WARNINGS, deterministic, stepped_clo
 USER, SESSION = "u", "s"
 
 
+class ManualClock:
+    """A clock for google-adk: a millisecond per reading (fast code), moved
+    on by `jump` (a user's pause, a model's latency)."""
+
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        self.now += 0.001
+        return self.now
+
+    def jump(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@dataclass(frozen=True)
+class Pace:
+    """Seconds of a `ManualClock`: between two batches of questions, per
+    answering model call, per summary."""
+
+    pause: float = 5.0
+    answer: float = 1.0
+    summary: float = 2.0
+
+
 @dataclass
 class Turn:
     lost: set[str]
@@ -46,6 +71,8 @@ class Run:
     #: (its compaction reading) and at the end (its whole assembly).
     plain_lost: set[str] = field(default_factory=set)
     plain_duplicated: set[str] = field(default_factory=set)
+    #: Repeated tags in google-adk's own assembly of the final session.
+    final_duplicated: set[str] = field(default_factory=set)
     compactions: int = 0
     records: int = 0
     #: The final stored session's events.
@@ -70,15 +97,25 @@ def run(
     slow_delay: float = 0.0,
     summary_delay: float = 0.0,
     answer_words: int = 0,
+    clock_skew: float | None = None,
+    pace: Pace | None = None,
 ) -> Run:
     """Runs `messages` (a tuple: sent concurrently) through a Runner, with
-    `install(mode)` or with google-adk's own code (`mode=None`)."""
+    `install(mode, clock_skew=clock_skew)` or with google-adk's own code
+    (`mode=None`). The clock steps a quarter second a reading (`ties`
+    readings a step), or with `pace` runs a `ManualClock` at that pace."""
     adk_fastcompact.uninstall()
     if mode is not None:
-        assert adk_fastcompact.install(mode=mode) is True
+        options = {} if clock_skew is None else {"clock_skew": clock_skew}
+        assert adk_fastcompact.install(mode=mode, **options) is True
     summarizer_llm = TaggingLlm(model="summarizer", summary_delay=summary_delay)
     llm = TaggingLlm(model="root", delay=delay, slow_delay=slow_delay, answer_words=answer_words)
     llm.share(summarizer_llm)
+    manual = ManualClock()
+    if pace is not None:
+        summarizer_llm.latency, llm.latency = pace.summary, pace.answer
+        summarizer_llm.pace(manual.jump)
+        llm.pace(manual.jump)
     config = config.model_copy(update={"summarizer": LlmEventSummarizer(llm=summarizer_llm)})
     agent = LlmAgent(
         name="root",
@@ -95,12 +132,14 @@ def run(
             pass
 
     async def main() -> None:
-        with deterministic(stepped_clock(0.25, ties)):
+        with deterministic(stepped_clock(0.25, ties) if pace is None else manual):
             service = InMemorySessionService()
             await service.create_session(app_name=app.name, user_id=USER, session_id=SESSION)
             runner = Runner(app=app, session_service=service)
             stored: set[str] = set()
             for message in messages:
+                if pace is not None:
+                    manual.jump(pace.pause)
                 batch = (message,) if isinstance(message, str) else message
                 first = len(llm.requests)
                 await asyncio.gather(*(one(runner, text) for text in batch))
@@ -145,6 +184,7 @@ def run(
             lost, duplicated = llm.ledger.check(dumped, stored)
             out.plain_lost |= lost
             out.plain_duplicated |= duplicated
+            out.final_duplicated = duplicated
             compaction_events = [e for e in final.events if e.actions and e.actions.compaction]
             out.compactions = len(compaction_events)
             out.records = sum(

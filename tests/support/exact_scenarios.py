@@ -1,9 +1,11 @@
-"""Two of exact mode's scenarios through a real `Runner`: a `ParallelAgent`
+"""Three of exact mode's scenarios through a real `Runner`: a `ParallelAgent`
 whose slower branch is stamped before the faster one but stored after it
-(`run_parallel`), and an event another invocation appends to a SQLite
-session while the summarizer runs (`run_sqlite_append_during_summary`).
-`tests/exact/test_exact_scenarios.py` checks them; the audit's tests write
-their stores with them.
+(`run_parallel`), an event another invocation appends to a SQLite
+session while the summarizer runs (`run_sqlite_append_during_summary`), and
+a question stored after a compaction but stamped by a clock behind the
+compacting process's (`run_skewed`). `tests/exact/test_exact_scenarios.py`
+and `tests/exact/test_exact_clocks.py` check them; the audit's tests write
+their stores with the first two.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from google.adk.events.event import Event
 from google.adk.flows.llm_flows.context import _contents
 from google.adk.models.llm_request import LlmRequest
 from google.adk.models.llm_response import LlmResponse
+from google.adk.platform import time as platform_time
 from google.adk.runners import Runner
 from google.adk.sessions.base_session_service import BaseSessionService
 from google.adk.sessions.in_memory_session_service import InMemorySessionService
@@ -34,7 +37,7 @@ from google.genai import types
 from pydantic import Field, PrivateAttr
 
 from support.exact_llm import SUMMARY, TaggingLlm, event_tags, tags
-from support.exact_runs import Run, Turn, chat
+from support.exact_runs import ManualClock, Run, Turn, chat
 from support.runner_harness import EXPECTED_WARNINGS, deterministic, stepped_clock
 
 USER, SESSION = "u", "s"
@@ -328,3 +331,109 @@ SQLITE_CONFIGS: dict[str, dict[str, int]] = {
     # session object the runner holds.
     "token_threshold": {"token_threshold": 250, "event_retention_size": 1},
 }
+
+
+# -- a clock other than the compacting process's ---------------------------------------
+
+
+@dataclass
+class Skewed:
+    """What plain google-adk made of the turn stamped by the other clock."""
+
+    #: The question's stamp and the compaction's bounds and record.
+    stamp: float = 0.0
+    bounds: tuple[float, float] = (0.0, 0.0)
+    record: dict[str, Any] = field(default_factory=dict)
+    #: Tags missing from, and repeated in, the other clock's own model
+    #: request (the Runner's, accelerator uninstalled) and the final
+    #: session's prompt (`_contents._get_contents`, uninstalled).
+    request_lost: set[str] = field(default_factory=set)
+    request_duplicated: set[str] = field(default_factory=set)
+    plain_lost: set[str] = field(default_factory=set)
+    plain_duplicated: set[str] = field(default_factory=set)
+    #: The final session's prompt as exact mode reads it (re-installed).
+    exact_lost: set[str] = field(default_factory=set)
+
+
+def run_skewed(
+    kind: str, db: Path, *, behind: float | None, clock_skew: float | None, pause: float = 0.2
+) -> Skewed:
+    """Two turns ten seconds apart in exact mode (`install(mode="exact",
+    clock_skew=clock_skew)`), the sliding window compacting both after the
+    second; `pause` seconds later a third question is asked through a
+    Runner with the accelerator uninstalled (another replica running plain
+    google-adk), on a clock `behind` seconds behind this one, or (`behind`
+    None) every event of it stamped by the application with the stamp of
+    the last summarized event. `kind`: "memory" or "sqlite" (on `db`)."""
+    summarizer_llm = TaggingLlm(model="summarizer")
+    llm = TaggingLlm(model="root")
+    llm.share(summarizer_llm)
+    config = EventsCompactionConfig(
+        compaction_interval=2,
+        overlap_size=0,
+        summarizer=LlmEventSummarizer(llm=summarizer_llm),
+    )
+    agent = LlmAgent(name="root", model=llm, instruction="Answer.")
+    app = App(name="skewed", root_agent=agent, events_compaction_config=config)
+    out = Skewed()
+    clock = ManualClock()
+
+    def message(text: str) -> types.Content:
+        return types.Content(role="user", parts=[types.Part(text=text)])
+
+    async def ask(runner: Runner, text: str) -> None:
+        events = runner.run_async(user_id=USER, session_id=SESSION, new_message=message(text))
+        async for _ in events:
+            pass
+
+    async def main() -> None:
+        with deterministic(clock):
+            service: BaseSessionService = (
+                SqliteSessionService(str(db)) if kind == "sqlite" else InMemorySessionService()
+            )
+            await service.create_session(app_name=app.name, user_id=USER, session_id=SESSION)
+            runner = Runner(app=app, session_service=service)
+            await ask(runner, "<<u1>> tell me more")
+            clock.jump(10.0)
+            await ask(runner, "<<u2>> tell me more")
+            session = await service.get_session(app_name=app.name, user_id=USER, session_id=SESSION)
+            assert session is not None
+            (compaction_event,) = [e for e in session.events if e.actions.compaction]
+            compaction = compaction_event.actions.compaction
+            assert compaction is not None
+            out.bounds = (compaction.start_timestamp or 0.0, compaction.end_timestamp or 0.0)
+            out.record = dict((compaction_event.custom_metadata or {})["adk_fastcompact"])
+            clock.jump(pause)
+            adk_fastcompact.uninstall()
+            last = float(out.record["end"])
+            platform_time.set_time_provider(
+                (lambda: last) if behind is None else (lambda: clock() - behind)
+            )
+            first = len(llm.requests)
+            await ask(Runner(app=app, session_service=service), "<<u3>> tell me more")
+            platform_time.set_time_provider(clock)
+            session = await service.get_session(app_name=app.name, user_id=USER, session_id=SESSION)
+            assert session is not None
+            (question,) = [e for e in session.events if "u3" in event_tags(e)]
+            out.stamp = question.timestamp
+            stored = set().union(*(event_tags(e) for e in session.events))
+            before = stored - {"m3"}
+            out.request_lost, out.request_duplicated = llm.ledger.check(llm.requests[first], before)
+            contents = _contents._get_contents(None, session.events, agent_name="root")
+            dumped = [c.model_dump(mode="json", exclude_none=True) for c in contents]
+            out.plain_lost, out.plain_duplicated = llm.ledger.check(dumped, stored)
+            assert adk_fastcompact.install(mode="exact") is True
+            contents = _contents._get_contents(None, session.events, agent_name="root")
+            dumped = [c.model_dump(mode="json", exclude_none=True) for c in contents]
+            out.exact_lost, _ = llm.ledger.check(dumped, stored)
+
+    adk_fastcompact.uninstall()
+    assert adk_fastcompact.install(mode="exact", clock_skew=clock_skew) is True
+    try:
+        with warnings.catch_warnings():
+            for category, text in IGNORED:
+                warnings.filterwarnings("ignore", message=text, category=category)
+            asyncio.run(main())
+    finally:
+        adk_fastcompact.uninstall()
+    return out
