@@ -466,11 +466,13 @@ def _bench(args: argparse.Namespace) -> int:
         from .plot import WHAT_IT_DRAWS, describe, plot
 
         drawn = plot(report, args.plot)
-        if drawn:
-            stderr.print(f"plot written to {args.plot}: {describe(drawn)}", markup=False)
-        else:
+        said = (
+            f"plot written to {args.plot}: {describe(drawn)}"
+            if drawn
             # The installed google-adk lacked the selected operations.
-            stderr.print(f"no plot: {WHAT_IT_DRAWS}; this run measured none", markup=False)
+            else f"no plot: {WHAT_IT_DRAWS}; this run measured none"
+        )
+        stderr.print(said, markup=False, highlight=False, soft_wrap=True)
     warnings = [
         text
         for text in (declines_warning(report.rows), e2e.declines_warning(e2e_rows))
