@@ -15,6 +15,11 @@ Subcommands:
           often the Rust core declined during its Rust-side calls, and a
           warning follows the table when any did: those rows' Rust timings
           are then partly google-adk's own code.
+
+A reader of stdout that goes away (`audit --json | head`) ends either
+command quietly, with exit status 141 (`CLOSED_PIPE`: 128 + SIGPIPE, what a
+shell reports for `yes | head`; 1 would read as the audit's "found
+something").
 """
 
 from __future__ import annotations
