@@ -15,7 +15,7 @@ echo "== installing pinned requirements (tests/requirements.txt) (at ${SECONDS} 
 # uv (pinned there too) installs them: a few seconds where pip takes a minute.
 python -m pip install -q --disable-pip-version-check "$(grep '^uv==' tests/requirements.txt)"
 uv pip install -q --python "$VIRTUAL_ENV/bin/python" -r tests/requirements.txt
-echo "== building adk_fastcompact._native (release) (at ${SECONDS} s)"
+echo "== building adk_fastcompact._native (release; minutes on a first build) (at ${SECONDS} s)"
 # uv installs the package's dependencies (all there already, from the line
 # above). maturin's own lines and the installer's are kept in a log printed
 # only if the build fails: the two commands print just these setup lines.
