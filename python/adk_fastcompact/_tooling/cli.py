@@ -511,7 +511,8 @@ def _bench(args: argparse.Namespace) -> int:
         stdout.print(e2e.e2e_table(e2e_rows))
     for warning in warnings:
         stdout.print(warning, style="bold yellow", markup=False)
-    stdout.print(machine_line(), style="dim")
+    # One line however long (scripts and CI read it last), taken as written.
+    stdout.print(machine_line(), style="dim", markup=False, highlight=False, soft_wrap=True)
     return 0
 
 
