@@ -411,7 +411,9 @@ def _bench(args: argparse.Namespace) -> int:
             return 2
     if run_e2e:
         for reason in skipped:
-            stderr.print(f"bench: e2e skips {reason}", markup=False, highlight=False)
+            stderr.print(
+                f"bench: e2e skipped: {reason}", markup=False, highlight=False, soft_wrap=True
+            )
     columns = (
         TextColumn("{task.description}"),
         BarColumn(),
