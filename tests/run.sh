@@ -11,11 +11,17 @@ cargo clippy -q --features python --lib -- -D warnings
 echo "== ruff (at ${SECONDS} s)"
 ruff check python tests benches
 ruff format --check python tests benches
-echo "== cargo test, and stubtest beside it (at ${SECONDS} s)"
+echo "== cargo test, and stubtest and mypy beside it (at ${SECONDS} s)"
 # stubtest (mypy, one core) reads the extension built above while cargo
-# builds and runs the core's tests; its output follows theirs.
+# builds and runs the core's tests, then mypy type-checks the command line's
+# tooling ([tool.mypy] in pyproject.toml): a name that does not exist, like
+# os.cpucount, fails here rather than at the end of a user's bench. Their
+# output follows cargo's.
 stubtest_log="$(mktemp)"
-python -m mypy.stubtest adk_fastcompact._native > "$stubtest_log" 2>&1 &
+{
+  python -m mypy.stubtest adk_fastcompact._native &&
+    python -m mypy python/adk_fastcompact/_tooling/
+} > "$stubtest_log" 2>&1 &
 stubtest_pid=$!
 cargo test -q
 stubtest_status=0
@@ -23,6 +29,28 @@ wait "$stubtest_pid" || stubtest_status=$?
 cat "$stubtest_log"
 rm -f "$stubtest_log"
 [ "$stubtest_status" -eq 0 ] || exit "$stubtest_status"
+echo "== the README's main job on a small size: benches/bench.sh (at ${SECONDS} s)"
+# The README's first command as it is (its setup, every regime, the tables),
+# on sizes of seconds: it must exit 0 and end with its footer (the machine
+# line), and print nothing but its own setup lines before the bench.
+bench_log="$(mktemp)"
+bench_status=0
+bash ./benches/bench.sh --sizes 120 --repeat 1 --turns 12 --e2e-turns 1 --e2e-warmup 0 \
+  > "$bench_log" 2>&1 || bench_status=$?
+cat "$bench_log"
+footer='google-adk [^ ,]+, adk-fastcompact [^ ,]+$'
+if [ "$bench_status" -ne 0 ] || ! tail -n 1 "$bench_log" | grep -Eq "$footer"; then
+  echo "error: benches/bench.sh exited $bench_status without its footer line" >&2
+  exit 1
+fi
+# Before the tables: its setup lines (==), its phase lines (bench:), blank ones.
+noise="$(awk '/^measured: /{exit} !/^(== |bench: |$)/' "$bench_log")"
+if [ -n "$noise" ]; then
+  echo "error: benches/bench.sh printed more than its own lines before the bench:" >&2
+  echo "$noise" | head -n 5 >&2
+  exit 1
+fi
+rm -f "$bench_log"
 echo "== the wheel users install (maturin build --release; reuses the build above) (at ${SECONDS} s)"
 rm -rf target/ci-wheel
 maturin build --release -q -o target/ci-wheel

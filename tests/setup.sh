@@ -15,5 +15,15 @@ echo "== installing pinned requirements (tests/requirements.txt) (at ${SECONDS} 
 # uv (pinned there too) installs them: a few seconds where pip takes a minute.
 python -m pip install -q --disable-pip-version-check "$(grep '^uv==' tests/requirements.txt)"
 uv pip install -q --python "$VIRTUAL_ENV/bin/python" -r tests/requirements.txt
-echo "== building adk_fastcompact._native (release) (at ${SECONDS} s)"
-maturin develop --release -q
+echo "== building adk_fastcompact._native (release; minutes on a first build) (at ${SECONDS} s)"
+# uv installs the package's dependencies (all there already, from the line
+# above). maturin's own lines and the installer's are kept in a log printed
+# only if the build fails: the two commands print just these setup lines.
+build_log="$(mktemp)"
+if ! maturin develop --release -q --uv > "$build_log" 2>&1; then
+  cat "$build_log" >&2
+  rm -f "$build_log"
+  echo "error: maturin develop --release failed (its output is above)" >&2
+  exit 1
+fi
+rm -f "$build_log"

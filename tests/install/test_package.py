@@ -5,6 +5,8 @@ an extra that only the command line needs."""
 from __future__ import annotations
 
 import ast
+import importlib.metadata
+import json
 import subprocess
 import sys
 import textwrap
@@ -120,3 +122,32 @@ def test_the_command_line_without_rich_names_the_extra(script: str) -> None:
     assert done.stderr.splitlines() == [
         "error: adk-fastcompact's command line needs rich: pip install 'adk-fastcompact[cli]'"
     ]
+
+
+def test_the_declared_google_adk_requirement_admits_every_release() -> None:
+    """pip must install the package beside any google-adk the user has: the
+    fingerprint at `install()`, not the resolver, decides what is accelerated
+    (docs/platforms.md). So every release `_families.json` names (those of no
+    accelerated family too), 1.0.0 (tests/families/run.py imports it) and
+    releases after the newest recorded satisfy the declared requirement."""
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    declared = [
+        Requirement(text)
+        for text in importlib.metadata.requires("adk-fastcompact") or []
+        if Requirement(text).name == "google-adk" and Requirement(text).marker is None
+    ]
+    assert len(declared) == 1, declared
+    (requirement,) = declared
+    recorded = json.loads((PACKAGE / "_families.json").read_text())["families"]
+    releases = {release for family in recorded for release in family["releases"]}
+    assert "1.16.0" in releases and "2.13.0" in releases, sorted(releases)
+    newest = max(map(Version, releases))
+    later = [f"{newest.major}.{newest.minor + 1}.0", f"{newest.major + 1}.0.0"]
+    refused = [
+        release
+        for release in sorted({*releases, "1.0.0", *later}, key=Version)
+        if not requirement.specifier.contains(release, prereleases=True)
+    ]
+    assert refused == [], f"{requirement} refuses google-adk {', '.join(refused)}"

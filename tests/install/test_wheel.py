@@ -12,7 +12,14 @@ that google-adk, the prompt helpers its family has (the four of 2.13,
 `_get_compaction_ranges` arrives in 2.13) give google-adk's results on a
 generated session of real Events without a decline, and `index_stats()`
 reports the index and the CPython internals.
-`-k wheel` runs only this, `--deselect tests/install/test_wheel.py` skips it.
+`test_the_command_line_runs_on_google_adk_alone` installs the wheel with its
+`cli` extra beside exactly google-adk (what `pip install
+'adk-fastcompact[cli]'` gives a project with nothing else: no SQLAlchemy,
+which google-adk installs only with its `db` extra) and runs the console
+script there: every help, an audit of a SQLite file a real Runner wrote
+through `SqliteSessionService` and of its JSON-lines export, and a small
+bench, whose e2e regime skips `DatabaseSessionService` saying what to install.
+`-k wheel` runs only these, `--deselect tests/install/test_wheel.py` skips them.
 """
 
 from __future__ import annotations
@@ -27,6 +34,9 @@ import time
 from pathlib import Path
 
 import pytest
+from google.adk.apps.app import EventsCompactionConfig
+
+from support.audit_scenarios import chat, run_chat
 
 ROOT = Path(__file__).resolve().parents[2]
 WHEEL_VARIABLE = "ADK_FASTCOMPACT_WHEEL"
@@ -152,3 +162,72 @@ def test_wheel_installs_into_a_fresh_venv_and_runs(tmp_path: Path) -> None:
     # CPython 3.10-3.13 GIL builds pass the dict-tag self-test.
     assert report["dict_tags"] is (sys.version_info[:2] <= (3, 13))
     print(f"{wheel.name}: {report} in {time.perf_counter() - started:.1f} s")
+
+
+#: The bench on sizes of seconds, every regime (tests/run.sh runs the same).
+SMALL_BENCH = ("--sizes", "120", "--repeat", "1", "--turns", "12")
+SMALL_E2E = ("--e2e-turns", "1", "--e2e-warmup", "0")
+
+
+@pytest.mark.filterwarnings("ignore:\\[EXPERIMENTAL\\]:UserWarning")
+def test_the_command_line_runs_on_google_adk_alone(tmp_path: Path) -> None:
+    started = time.perf_counter()
+    wheel = _wheel(tmp_path)
+    venv = tmp_path / "venv"
+    _run(sys.executable, "-m", "venv", "--without-pip", venv)
+    python, script = venv / "bin" / "python", venv / "bin" / "adk-fastcompact"
+    uv = Path(sys.executable).parent / "uv"
+    # The wheel with its `cli` extra and google-adk, nothing else (rich at
+    # this environment's version, for a reproducible run).
+    _run(
+        uv,
+        "pip",
+        "install",
+        "-q",
+        "--python",
+        python,
+        f"{wheel}[cli]",
+        *_pins("google-adk", "rich"),
+    )
+    dropped = {"PYTHONPATH", "VIRTUAL_ENV", *SWITCHES}
+    env = {k: v for k, v in os.environ.items() if k not in dropped}
+    missing = subprocess.run(
+        [python, "-c", "import sqlalchemy"], capture_output=True, text=True, check=False
+    )
+    assert "No module named 'sqlalchemy'" in missing.stderr, "google-adk alone has no SQLAlchemy"
+
+    # A store google-adk's SqliteSessionService wrote through a real Runner,
+    # and its JSON-lines export; compaction that hid and duplicated nothing.
+    db, export = tmp_path / "sessions.db", tmp_path / "sessions.jsonl"
+    config = EventsCompactionConfig.model_validate({"compaction_interval": 2, "overlap_size": 0})
+    assert run_chat(config, chat(8), mode=None, db=db, export=export).clean
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [script, *args], capture_output=True, text=True, check=False, cwd=tmp_path, env=env
+        )
+
+    for args in (["--help"], ["audit", "--help"], ["bench", "--help"]):
+        done = cli(*args)
+        assert done.returncode == 0, (args, done.stderr[-3000:])
+        assert done.stdout.startswith("usage: adk-fastcompact"), done.stdout[:200]
+    for store in (db, export):
+        done = cli("audit", str(store))
+        assert done.returncode == 0, (store, done.stdout[-2000:], done.stderr[-3000:])
+        assert "hidden" in done.stdout.lower(), done.stdout[-2000:]
+    done = cli("bench", *SMALL_BENCH, *SMALL_E2E)
+    assert done.returncode == 0, done.stderr[-3000:]
+    # The services google-adk alone runs, and one line for the one it cannot.
+    for label in ("InMemorySessionService", "SqliteSessionService"):
+        assert label in done.stdout, done.stdout[-3000:]
+    assert "DatabaseSessionService (SQLite)" not in done.stdout
+    (skipped,) = [line for line in done.stderr.splitlines() if "skipped" in line]
+    assert "sqlalchemy" in skipped and "pip install" in skipped, skipped
+    assert done.stdout.rstrip().endswith(
+        f"adk-fastcompact {importlib.metadata.version('adk-fastcompact')}"
+    )
+    # Asked for by name, a service that cannot run is a usage error.
+    done = cli("bench", "--regimes", "e2e", "--services", "database", *SMALL_E2E)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert done.stderr.startswith("error: DatabaseSessionService (SQLite) needs sqlalchemy")
+    print(f"the console script on google-adk alone in {time.perf_counter() - started:.1f} s")

@@ -407,11 +407,20 @@ def _ratio(python_ms: float, rust_ms: float) -> float:
 # -- the filtering operations ---------------------------------------------------------
 
 
+def _present_in(
+    impl: Implementation, op: str, function: Callable[..., Any] | None
+) -> Callable[..., Any]:
+    """`function`, or ValueError where the installed google-adk has no `op`."""
+    if function is None:
+        raise ValueError(f"{impl.name}: google-adk {_families.adk_version()} has no {op}")
+    return function
+
+
 def _function(op: str, impl: Implementation) -> Callable[..., object]:
     if op == "apply_rewinds":
-        return impl.apply_rewinds
+        return _present_in(impl, op, impl.apply_rewinds)
     if op == "get_compaction_ranges":
-        return impl.get_compaction_ranges
+        return _present_in(impl, op, impl.get_compaction_ranges)
     if op == "process_compaction_events":
 
         def process(events: list[Event]) -> list[Event]:
@@ -419,7 +428,7 @@ def _function(op: str, impl: Implementation) -> Callable[..., object]:
 
         return process
     if op == "recover_compacted_function_calls":
-        return impl.recover_compacted_function_calls
+        return _present_in(impl, op, impl.recover_compacted_function_calls)
     if op == "process+recover":
 
         def process_recover(events: list[Event]) -> list[Event]:
@@ -688,7 +697,8 @@ def check_agreement(
         )
     if python.get_compaction_ranges is not None and rust.get_compaction_ranges is not None:
         expected_ranges = python.get_compaction_ranges(events)
-        actual_ranges = counted("get_compaction_ranges", lambda: rust.get_compaction_ranges(events))
+        ranges = rust.get_compaction_ranges
+        actual_ranges = counted("get_compaction_ranges", lambda: ranges(events))
         if actual_ranges != expected_ranges:
             raise BenchmarkMismatchError("get_compaction_ranges: different ranges")
     _same_prompt(
@@ -796,7 +806,9 @@ def check_exact_prompt(
     def prompt(impl: Implementation, recover: bool) -> list[Event]:
         processed = impl.process_compaction_events(events, AGENT_NAME)
         if recover:
-            return impl.recover_compacted_function_calls(processed, events)
+            return _present_in(impl, "process+recover", impl.recover_compacted_function_calls)(
+                processed, events
+            )
         return processed
 
     for op, recover in (("process_compaction_events", False), ("process+recover", True)):
@@ -919,20 +931,27 @@ def _memory_row(events: list[Event], python: Implementation, rust: Implementatio
     _set_installed(False)
     python_kib = _peak_kib(lambda: python_call(_fresh(events)))
     fresh = _fresh(events)
-    index_growth = int(before["bytes"])
+    index_growth = _stat(before, "bytes")
     rust_kib = _peak_kib(lambda: rust_call(fresh))
     stats = _native.index_stats()
     # Index growth during the call is Rust memory tracemalloc cannot see.
-    rust_kib += max(0, int(stats["bytes"]) - index_growth) / 1024
-    stored = max(1, int(stats["events"]))
+    rust_kib += max(0, _stat(stats, "bytes") - index_growth) / 1024
+    stored = max(1, _stat(stats, "events"))
     return MemoryRow(
         op="memory",
         events=len(events),
         python_peak_kib=python_kib,
         rust_peak_kib=rust_kib,
-        index_bytes_per_event=int(stats["bytes"]) / stored,
-        summary_bytes_per_event=int(stats["summary_bytes"]) / stored,
+        index_bytes_per_event=_stat(stats, "bytes") / stored,
+        summary_bytes_per_event=_stat(stats, "summary_bytes") / stored,
     )
+
+
+def _stat(stats: Mapping[str, object], name: str) -> int:
+    """A counter of `_native.index_stats()`."""
+    value = stats[name]
+    assert isinstance(value, int), (name, value)
+    return value
 
 
 def _turn_rows(

@@ -15,6 +15,11 @@ Subcommands:
           often the Rust core declined during its Rust-side calls, and a
           warning follows the table when any did: those rows' Rust timings
           are then partly google-adk's own code.
+
+A reader of stdout that goes away (`audit --json | head`) ends either
+command quietly, with exit status 141 (`CLOSED_PIPE`: 128 + SIGPIPE, what a
+shell reports for `yes | head`; 1 would read as the audit's "found
+something").
 """
 
 from __future__ import annotations
@@ -25,11 +30,12 @@ import json
 import os
 import platform
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .cli_args import count, positive_int
+from .cli_args import count, error_line, positive_int
 from .cli_audit import audit_merge_main, audit_parser, run_audit_command
 
 if TYPE_CHECKING:
@@ -214,7 +220,7 @@ def machine_line() -> str:
     from .. import __version__
 
     return (
-        f"{platform.platform()}, {_cpu_model()}, {os.cpucount()} CPUs, "
+        f"{platform.platform()}, {_cpu_model()}, {os.cpu_count()} CPUs, "
         f"{platform.python_implementation()} {platform.python_version()}, "
         f"google-adk {importlib.metadata.version('google-adk')}, "
         f"adk-fastcompact {__version__}"
@@ -345,11 +351,13 @@ def _memory_table(rows: Sequence[MemoryRow]) -> Table:
 
 def _bench(args: argparse.Namespace) -> int:
     from rich.console import Console
+    from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from . import e2e
     from .bench import (
         DEFAULT_SIZES,
+        TURN_OP,
         BenchmarkMismatchError,
         Report,
         measured_family,
@@ -363,37 +371,76 @@ def _bench(args: argparse.Namespace) -> int:
     run_e2e = e2e.REGIME in args.regimes
     e2e_sizes = given or list(e2e.DEFAULT_SIZES)
     url = e2e.database_url(args.database_url)
-    services = args.services or e2e.default_services(url)
+    skipped: list[str] = []
+    if args.services is not None:
+        # Asked for by name: one that cannot run is check_selection's error.
+        services = args.services
+    else:
+        services, skipped = e2e.default_services(url)
     try:
         if regimes:
-            select(
+            chosen = select(
                 given or DEFAULT_SIZES, args.repeat, regimes=regimes, ops=args.ops, turns=args.turns
             )
         if run_e2e:
             e2e.check_selection(e2e_sizes, services, url, args.e2e_turns, args.e2e_warmup)
     except ValueError as error:
-        stderr.print(f"[bold red]error:[/] {error}")
+        error_line(stderr, str(error))
         return 2
     if args.plot is not None:
+        from .plot import WHAT_IT_DRAWS, panels
+
         try:
             import matplotlib  # noqa: F401
         except ImportError:
-            stderr.print(
-                "[bold red]error:[/] --plot needs matplotlib: pip install 'adk-fastcompact[plot]'"
-            )
+            error_line(stderr, "--plot needs matplotlib: pip install 'adk-fastcompact[plot]'")
             return 2
+        selected = (
+            [
+                (regime, op, size)
+                for regime in chosen.sized_regimes
+                for op in chosen.filter_ops + chosen.compaction_ops
+                for size in chosen.sizes
+            ]
+            + [("turn", TURN_OP, turn) for turn in chosen.turns]
+            if regimes
+            else []
+        )
+        if not panels(selected):
+            error_line(stderr, f"{WHAT_IT_DRAWS}; this selection has nothing of that")
+            return 2
+    if run_e2e:
+        for reason in skipped:
+            stderr.print(
+                f"bench: e2e skipped: {reason}", markup=False, highlight=False, soft_wrap=True
+            )
     columns = (
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
     )
+    # rich draws no bar where stderr is not a terminal (a pipe, a CI log):
+    # there each new phase is a plain line, so a long run shows where it is.
+    phase_lines = not stderr.is_terminal
+    started = time.perf_counter()
     try:
         with Progress(*columns, console=stderr, transient=True) as bar:
             task = bar.add_task("starting", total=None)
+            shown = ""
 
             def progress(completed: int, total: int, description: str) -> None:
+                nonlocal shown
                 bar.update(task, completed=completed, total=total, description=description)
+                if phase_lines and description and description != shown:
+                    shown = description
+                    elapsed = time.perf_counter() - started
+                    bar.console.print(
+                        f"bench: {description} (at {elapsed:.0f} s)",
+                        markup=False,
+                        highlight=False,
+                        soft_wrap=True,
+                    )
 
             report = Report([], [], measured_family())
             if regimes:
@@ -420,13 +467,19 @@ def _bench(args: argparse.Namespace) -> int:
                 else []
             )
     except BenchmarkMismatchError as error:
-        stderr.print(f"[bold red]benchmark aborted:[/] {error}")
+        stderr.print(f"[bold red]benchmark aborted:[/] {escape(str(error))}")
         return 1
-    if args.plot is not None and report.rows:
-        from .plot import plot
+    if args.plot is not None:
+        from .plot import WHAT_IT_DRAWS, describe, plot
 
-        plot(report, args.plot)
-        stderr.print(f"plot written to {args.plot}")
+        drawn = plot(report, args.plot)
+        said = (
+            f"plot written to {args.plot}: {describe(drawn)}"
+            if drawn
+            # The installed google-adk lacked the selected operations.
+            else f"no plot: {WHAT_IT_DRAWS}; this run measured none"
+        )
+        stderr.print(said, markup=False, highlight=False, soft_wrap=True)
     warnings = [
         text
         for text in (declines_warning(report.rows), e2e.declines_warning(e2e_rows))
@@ -460,8 +513,15 @@ def _bench(args: argparse.Namespace) -> int:
         stdout.print(e2e.e2e_table(e2e_rows))
     for warning in warnings:
         stdout.print(warning, style="bold yellow", markup=False)
-    stdout.print(machine_line(), style="dim")
+    # One line however long (scripts and CI read it last), taken as written.
+    stdout.print(machine_line(), style="dim", markup=False, highlight=False, soft_wrap=True)
     return 0
+
+
+CLOSED_PIPE = 128 + 13
+"""The exit status when the reader of stdout went away (`audit --json | head`):
+128 + SIGPIPE, what a shell reports for a command a closed pipe ended
+(`yes | head`). Not 1, which the audit's status means "found something"."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -471,6 +531,42 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ImportError:
         print(f"error: {MISSING_RICH}", file=sys.stderr)
         return 2
+    try:
+        status = _main(argv)
+        # Output still buffered would meet a closed pipe at exit, outside this
+        # function: meet it here.
+        sys.stdout.flush()
+        return status
+    except BrokenPipeError:
+        return _closed_pipe()
+    except SystemExit as exit:
+        # rich's Console.on_broken_pipe ends the process with SystemExit(1)
+        # from its `except BrokenPipeError` (stdout already sent to devnull).
+        if isinstance(exit.__context__, BrokenPipeError):
+            return _closed_pipe()
+        try:
+            sys.stdout.flush()  # argparse's --help and usage errors
+        except BrokenPipeError:
+            return _closed_pipe()
+        raise
+
+
+def _closed_pipe() -> int:
+    """Ends quietly after a write to a closed stdout (the recipe of Python's
+    `signal` documentation, "Note on SIGPIPE"): what is left for stdout goes
+    to devnull, so the flush at exit raises nothing either."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        # stdout is no file (a test's redirection): nothing will flush to a pipe.
+        pass
+    finally:
+        os.close(devnull)
+    return CLOSED_PIPE
+
+
+def _main(argv: Sequence[str] | None) -> int:
     console_script = argv is None and Path(sys.argv[0]).name == CONSOLE_SCRIPT
     prog = CONSOLE_SCRIPT if console_script else PROG
     given = list(sys.argv[1:] if argv is None else argv)

@@ -63,13 +63,12 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, TypedDict
+from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
 
 from google.adk.events.event import Event
 from google.adk.sessions.base_session_service import BaseSessionService
 from google.adk.sessions.in_memory_session_service import InMemorySessionService
 from google.adk.sessions.session import Session
-from rich.table import Table
 
 from .. import _native, _patch
 from .bench import BenchmarkMismatchError
@@ -87,8 +86,12 @@ from .e2e_app import (
     run_turn,
     snapshot_request,
 )
-from .e2e_stores import LABELS, LOCAL_SERVICES, POSTGRES_ENV, SERVICES, Store
+from .e2e_stores import LABELS, LOCAL_SERVICES, POSTGRES_ENV, SERVICES, Store, unavailable
 from .simulate import no_gc
+
+if TYPE_CHECKING:
+    # The `cli` extra's: only `e2e_table` draws.
+    from rich.table import Table
 
 REGIME = "e2e"
 
@@ -327,9 +330,15 @@ def database_url(given: str | None) -> str | None:
     return given or os.environ.get(POSTGRES_ENV) or None
 
 
-def default_services(url: str | None) -> list[str]:
-    """The local services, and PostgreSQL when there is a URL for it."""
-    return [*LOCAL_SERVICES, "postgres"] if url else list(LOCAL_SERVICES)
+def default_services(url: str | None) -> tuple[list[str], list[str]]:
+    """The local services, and PostgreSQL when there is a URL for it: those
+    that can run here, and why each of the others cannot
+    (`e2e_stores.unavailable`: google-adk alone installs no SQLAlchemy)."""
+    wanted = [*LOCAL_SERVICES, "postgres"] if url else list(LOCAL_SERVICES)
+    reasons = {name: unavailable(name) for name in wanted}
+    return [name for name in wanted if reasons[name] is None], [
+        reason for reason in reasons.values() if reason is not None
+    ]
 
 
 def check_selection(
@@ -344,6 +353,10 @@ def check_selection(
         raise ValueError(f"services must be some of {', '.join(SERVICES)}; got {services}")
     if "postgres" in services and not url:
         raise ValueError(f"the postgres service needs --database-url or {POSTGRES_ENV}")
+    for name in services:
+        missing = unavailable(name)
+        if missing is not None:
+            raise ValueError(missing)
     if turns < 1 or warmup < 0:
         raise ValueError(f"need at least one timed turn and no negative warm-up: {turns}, {warmup}")
 
@@ -362,7 +375,8 @@ def run_e2e(
 
     Args:
         sizes: Session sizes in events (each reached at a turn boundary).
-        services: Some of `SERVICES`; by default `default_services(url)`.
+        services: Some of `SERVICES`; by default those of
+            `default_services(url)` that can run here.
         url: The PostgreSQL URL (``postgresql+asyncpg://...``) for
             ``postgres``; by default the environment's `POSTGRES_ENV`.
         turns: Timed turns per side.
@@ -376,7 +390,7 @@ def run_e2e(
     """
     url = database_url(url)
     sizes = sorted(set(sizes))
-    chosen = list(dict.fromkeys(services)) if services is not None else default_services(url)
+    chosen = list(dict.fromkeys(services)) if services is not None else default_services(url)[0]
     check_selection(sizes, chosen, url, turns, warmup)
     chosen = [name for name in SERVICES if name in chosen]
     was = _patch.installed()
@@ -411,15 +425,16 @@ async def _run(
             progress(completed, total, description)
 
     grown = 0
+    # One description for the whole growth (the bar counts its events): a
+    # new description is a new line where stderr is no terminal.
+    growing = f"e2e: growing the session by real turns to {max(sizes):,} events"
 
     def grew(events: int) -> None:
         nonlocal grown
-        step(
-            min(events, max(sizes)) - grown, f"e2e: growing the session by real turns ({events:,})"
-        )
+        step(min(events, max(sizes)) - grown)
         grown = min(events, max(sizes))
 
-    step(0, "e2e: growing the session by real turns")
+    step(0, growing)
     events, snapshots = await grow(sizes, seed, grew)
     _native.index_clear()
     stores = [Store(kind, url) for kind in services]
@@ -466,6 +481,8 @@ def _ms(value: float) -> str:
 
 def e2e_table(rows: Sequence[E2ERow]) -> Table:
     """The rows as a rich table: a line per side, the split beside."""
+    from rich.table import Table
+
     table = Table(
         title="whole Runner.run_async turns: plain google-adk vs adk-fastcompact",
         caption=(

@@ -16,11 +16,17 @@ gives a service of its own on a copy of the store as grown so far:
   (``postgresql+asyncpg://...``): the store is a database of its own, copied
   by ``CREATE DATABASE ... TEMPLATE ...``; every database made is dropped by
   `close`.
+
+google-adk installs neither SQLAlchemy (its ``db`` extra) nor asyncpg:
+`unavailable` says what ``database`` and ``postgres`` need where they are
+missing, and this module imports `DatabaseSessionService` only when a
+store of those kinds opens a service.
 """
 
 from __future__ import annotations
 
 import copy
+import importlib.util
 import os
 import shutil
 import sqlite3
@@ -32,7 +38,6 @@ from pathlib import Path
 
 from google.adk.events.event import Event
 from google.adk.sessions.base_session_service import BaseSessionService
-from google.adk.sessions.database_session_service import DatabaseSessionService
 from google.adk.sessions.in_memory_session_service import InMemorySessionService
 from google.adk.sessions.sqlite_session_service import SqliteSessionService
 
@@ -54,6 +59,24 @@ LABELS = {
     "postgres": "DatabaseSessionService (PostgreSQL)",
 }
 
+#: The packages each service needs beyond google-adk's own dependencies, and
+#: how to install each.
+_SQLALCHEMY = ("sqlalchemy", "pip install 'sqlalchemy[asyncio]' (google-adk's db extra)")
+_GREENLET = ("greenlet", "pip install 'sqlalchemy[asyncio]'")
+_NEEDS: dict[str, tuple[tuple[str, str], ...]] = {
+    "database": (_SQLALCHEMY, _GREENLET),
+    "postgres": (_SQLALCHEMY, _GREENLET, ("asyncpg", "pip install 'adk-fastcompact[postgres]'")),
+}
+
+
+def unavailable(kind: str) -> str | None:
+    """Why the service `kind` cannot run here (the package it lacks and how
+    to install it), or None when it can."""
+    for module, install in _NEEDS.get(kind, ()):
+        if importlib.util.find_spec(module) is None:
+            return f"{LABELS[kind]} needs {module}, which is not installed: {install}"
+    return None
+
 
 class Store:
     """One service's store of the bench session (see the module docstring)."""
@@ -63,6 +86,9 @@ class Store:
             raise ValueError(f"unknown service {kind!r}; expected one of {', '.join(SERVICES)}")
         if kind == "postgres" and not database_url:
             raise ValueError(f"the postgres service needs a database URL (or {POSTGRES_ENV})")
+        missing = unavailable(kind)
+        if missing is not None:
+            raise ValueError(missing)
         self.kind = kind
         self.stored = 0
         self._url = database_url
@@ -88,6 +114,8 @@ class Store:
         """A new service on the store called `name` (a file or a database)."""
         if self.kind == "sqlite":
             return SqliteSessionService(str(self._file(name)))
+        from google.adk.sessions.database_session_service import DatabaseSessionService
+
         if self.kind == "database":
             return DatabaseSessionService(f"sqlite+aiosqlite:///{self._file(name)}")
         from sqlalchemy.engine import make_url

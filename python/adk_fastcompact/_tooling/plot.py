@@ -2,27 +2,76 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .bench import Report, Row
 
-_SIZE_OPS = ("process+recover", "sliding_window", "token_threshold")
+SIZE_OPS = ("process+recover", "sliding_window", "token_threshold")
+"""The operations drawn against session size (in the cold and warm panels)."""
+
+_SIZED = ("cold", "warm")
+_TURN = "turn"
 _COLORS = {"python": "tab:blue", "rust": "tab:orange"}
 _DECLINED = "tab:red"
 
+WHAT_IT_DRAWS = (
+    f"--plot draws {', '.join(SIZE_OPS)} against session size (cold and warm: two sizes "
+    "or more) and the turn regime's per-turn overhead against turn number (two "
+    "checkpoints or more)"
+)
+"""What a figure needs, for the line printed when there is nothing to draw."""
 
-def plot(report: Report, path: Path) -> None:
+
+def panels(points: Iterable[tuple[str, str, int]]) -> list[str]:
+    """The panels a figure of `points` has, as (regime, operation, x) (x the
+    session size; the turn number in the turn regime): a sized regime where
+    one of `SIZE_OPS` has two sizes or more, the turn regime where it has two
+    checkpoints or more. A panel of one point per line would be an empty
+    frame on log axes: it is left out, and an empty list means no figure."""
+    xs: dict[tuple[str, str], set[int]] = {}
+    for regime, op, x in points:
+        if regime == _TURN or (regime in _SIZED and op in SIZE_OPS):
+            xs.setdefault((regime, op if regime != _TURN else ""), set()).add(x)
+    drawn = {regime for (regime, _), seen in xs.items() if len(seen) >= 2}
+    return [regime for regime in (*_SIZED, _TURN) if regime in drawn]
+
+
+def _points(rows: Sequence[Row]) -> list[tuple[str, str, int]]:
+    return [(row["regime"], row["op"], _x(row)) for row in rows]
+
+
+def _x(row: Row) -> int:
+    """Where `row` stands on its panel's x axis: the session size, or the turn."""
+    turn = row.get("turn")
+    return turn if isinstance(turn, int) and row["regime"] == _TURN else row["events"]
+
+
+def describe(drawn: Sequence[str]) -> str:
+    """What a figure of the panels `drawn` shows, in words."""
+    said = {
+        "cold": "cold time per call",
+        "warm": "warm time per call",
+        "turn": "per-turn overhead",
+    }
+    return ", ".join(said[regime] for regime in drawn)
+
+
+def plot(report: Report, path: Path) -> list[str]:
     """Writes `report` to `path`: time per call against session size
     (log-log, one panel per regime, Python dashed and Rust solid per
-    operation) and per-turn overhead against turn number.
+    operation) and per-turn overhead against turn number; returns the
+    panels drawn (`panels`), and writes nothing when there are none.
 
     A Rust point whose row declined (`Row.declines`) is crossed in red, and
     the figure says how often: such a point is partly google-adk's own time,
     and a figure shown without its table must not pass it off as Rust's.
     """
+    drawn = panels(_points(report.rows))
+    if not drawn:
+        return drawn
     import matplotlib
 
     matplotlib.use("Agg")
@@ -31,15 +80,12 @@ def plot(report: Report, path: Path) -> None:
     from .bench import total_declines
 
     rows = report.rows
-    regimes = [r for r in ("cold", "warm") if any(row["regime"] == r for row in rows)]
-    turn_rows = [row for row in rows if row["regime"] == "turn"]
-    panels = len(regimes) + bool(turn_rows)
-    if panels == 0:
-        raise ValueError("nothing to plot: the report has no timed rows")
-    figure, axes = plt.subplots(1, panels, figsize=(5.5 * panels, 4.5), squeeze=False)
-    markers = dict(zip(_SIZE_OPS, ("o", "s", "^"), strict=True))
+    regimes = [r for r in _SIZED if r in drawn]
+    turn_rows = [row for row in rows if row["regime"] == _TURN] if _TURN in drawn else []
+    figure, axes = plt.subplots(1, len(drawn), figsize=(5.5 * len(drawn), 4.5), squeeze=False)
+    markers = dict(zip(SIZE_OPS, ("o", "s", "^"), strict=True))
     for axis, regime in zip(axes[0], regimes, strict=False):
-        for op in _SIZE_OPS:
+        for op in SIZE_OPS:
             points = sorted(
                 (row["events"], row["python_ms"], row["rust_ms"])
                 for row in rows
@@ -104,6 +150,7 @@ def plot(report: Report, path: Path) -> None:
         figure.tight_layout()
     figure.savefig(path, dpi=120)
     plt.close(figure)
+    return drawn
 
 
 def _cross_declined(axis: Any, rows: Sequence[Row], x: str) -> None:

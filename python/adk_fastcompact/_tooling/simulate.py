@@ -190,7 +190,9 @@ def timed(
 
 def _copy_seconds() -> float:
     """Seconds the index has spent binding session copies, so far."""
-    return float(_native.index_stats()["copy_seconds"])
+    seconds = _native.index_stats()["copy_seconds"]
+    assert isinstance(seconds, float | int), seconds
+    return float(seconds)
 
 
 def time_bindings(watch: Stopwatch) -> Callable[[], None]:
