@@ -9,9 +9,7 @@ version: the drop-in functions below (each with the signature and result of
 the google-adk 2.13.0 function it replaces) are imported on first use.
 """
 
-from __future__ import annotations
-
-from typing import Any
+from typing import Any as _Any
 
 from . import _interpreter as _interpreter  # first: refuses free-threaded builds
 from ._native import __version__, index_clear, index_configure, index_stats
@@ -38,7 +36,7 @@ _LAZY: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> _Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -50,7 +48,11 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+    """The public API (`__all__`) and the module's own dunder attributes:
+    what `help()` and completion offer (the private submodules and helpers
+    stay reachable by name)."""
+    dunders = {name for name in globals() if name.startswith("__") and name.endswith("__")}
+    return sorted(dunders | set(__all__))
 
 
 __all__ = [

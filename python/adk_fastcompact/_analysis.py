@@ -49,13 +49,53 @@ def analyze_sessions(
         the compaction event at `index`; `prompt_declined` with the reason
         where google-adk's own order is undefined, a NaN sort key), `window`
         (indices of the events the sliding window would summarize now, or
-        None). A session that cannot be read exactly (not a list of plain
-        google-adk Events, a non-float timestamp, ...) gets
-        `{"declined": reason}`.
+        None). A session that cannot be read exactly gets `{"declined":
+        reason}`: one that is neither a Session nor a plain `list` (the
+        reason names it: "sessions[2] is None, not a Session or a plain
+        list of Events"), or whose events are not plain google-adk Events,
+        or hold a non-float timestamp, ...
+
+    Raises:
+        TypeError: `sessions` is not iterable, or `config` is not an
+            `EventsCompactionConfig` (or None).
     """
-    lists = [s.events if isinstance(s, Session) else s for s in sessions]
+    try:
+        items = iter(sessions)
+    except TypeError:
+        raise TypeError(
+            "analyze_sessions() takes an iterable of Sessions or lists of Events,"
+            f" not {_described(sessions)}"
+        ) from None
+    if config is not None and not isinstance(config, EventsCompactionConfig):
+        raise TypeError(
+            f"config must be an EventsCompactionConfig or None, not {_described(config)}"
+        )
+    read = [_events(index, session) for index, session in enumerate(items)]
     interval = config.compaction_interval if config is not None else None
     overlap = config.overlap_size if config is not None and config.overlap_size else 0
     if parallel is None:
         parallel = _parallel_default()
-    return _native.analyze_sessions(lists, interval, overlap, parallel)
+    lists = [events for events in read if not isinstance(events, str)]
+    done = iter(_native.analyze_sessions(lists, interval, overlap, parallel))
+    return [{"declined": events} if isinstance(events, str) else next(done) for events in read]
+
+
+def _described(value: object) -> str:
+    """`None`, or `a <type name>` (`an int`)."""
+    if value is None:
+        return "None"
+    name = type(value).__qualname__
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
+
+
+def _events(index: int, session: object) -> list[Event] | str:
+    """The event list of `sessions[index]`, or why it has none (the native
+    reading takes exactly a `list`)."""
+    if isinstance(session, Session):
+        events: object = session.events
+        if type(events) is list:
+            return events
+        return f"sessions[{index}].events is {_described(events)}, not a plain list of Events"
+    if type(session) is list:
+        return session
+    return f"sessions[{index}] is {_described(session)}, not a Session or a plain list of Events"

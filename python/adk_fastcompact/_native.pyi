@@ -466,7 +466,11 @@ class ContextFilter:
 
     Called as google-adk calls its function; an event or argument it does
     not read like google-adk's models (a foreign part, a non-`str` branch,
-    ...) declines, and `original` answers.
+    ...) declines, and `original` answers. Each instance carries the
+    `__name__`, `__qualname__`, `__module__`, `__doc__` and `__signature__`
+    of `original` (and pickles by that name); a call that does not bind to
+    `original`'s parameters goes to `original`, which raises its own
+    `TypeError`.
     """
 
     def __new__(
@@ -483,6 +487,10 @@ class ContextFilter:
         credential: The credential request's function name.
         confirmation: The confirmation request's function name.
         node_info: google-adk's `NodeInfo` model.
+
+        Raises:
+          TypeError: `original` does not take `_should_include_event_in_context`'s
+            parameters.
         """
 
     @property
@@ -508,7 +516,8 @@ class TaskScope:
     `_apply_rewinds` on `session.events` and reads the live events; an
     event it does not read like google-adk's models (a foreign part, a
     non-`str` scope, a response that is not a `dict`, ...) declines, and
-    `original` answers (called with the same session).
+    `original` answers (called with the same arguments). Named, and called
+    wrongly, as `ContextFilter` is.
     """
 
     def __new__(
@@ -527,6 +536,9 @@ class TaskScope:
         success: `FINISH_TASK_SUCCESS_RESULT` as the module binds it.
         error: `FINISH_TASK_ERROR_RESULT` as the module binds it.
         aborted: The error code of an abort event (`_INVOCATION_ABORTED`).
+
+        Raises:
+          TypeError: `original` does not take `_find_active_task_scope`'s parameters.
         """
 
     @property
@@ -544,7 +556,8 @@ class TaskDelegations:
     `_TaskAgentTool` at every call, and asks `tools_dict.get` and
     `isinstance` about the same calls in the same order; an event or
     argument it does not read like google-adk's models declines, and
-    `original` answers (called with the same arguments).
+    `original` answers (called with the same arguments). Named, and called
+    wrongly, as `ContextFilter` is.
     """
 
     def __new__(cls, original: Callable[..., Any], rewinds: str, tools: str) -> TaskDelegations:
@@ -552,6 +565,10 @@ class TaskDelegations:
         original: google-adk's function.
         rewinds: The module `_apply_rewinds` is imported from.
         tools: The module `_TaskAgentTool` is imported from.
+
+        Raises:
+          TypeError: `original` does not take `_find_unresolved_task_delegations`'s
+            parameters.
         """
 
     @property

@@ -190,14 +190,18 @@ def rebind(
 
 
 def as_replaced(new: Callable[..., Any], original: Callable[..., Any]) -> Callable[..., Any]:
-    """`new` under `original`'s name and qualified name.
+    """`new` under `original`'s name, qualified name, module and docstring.
 
     A copy of the function whose code object carries the replaced
     function's name too: CPython names a function in argument errors
     (`_apply_rewinds() got an unexpected keyword argument ...`), tracebacks
     and profiles by its code's `co_qualname` (3.11+) or `co_name`, so a
     wrong call raises the very `TypeError` google-adk raises and a profile
-    reads as google-adk's does (with our file and line numbers).
+    reads as google-adk's does (with our file and line numbers: the code,
+    and so `inspect.getsource`, stays ours). `__module__` is google-adk's,
+    as `functools.wraps` would set it: with `__qualname__` it names where
+    the object is found (pickle, a span's code namespace); what tells our
+    code from google-adk's is the code's file (`_reference.ours`).
     """
     names: dict[str, Any] = {"co_name": original.__code__.co_name}
     if sys.version_info >= (3, 11):
@@ -211,8 +215,8 @@ def as_replaced(new: Callable[..., Any], original: Callable[..., Any]) -> Callab
     )
     fn.__kwdefaults__ = new.__kwdefaults__
     fn.__qualname__ = original.__qualname__
-    fn.__module__ = new.__module__
-    fn.__doc__ = new.__doc__
+    fn.__module__ = original.__module__
+    fn.__doc__ = original.__doc__
     fn.__annotations__ = dict(new.__annotations__)
     fn.__dict__.update(new.__dict__)
     return fn

@@ -14,6 +14,7 @@ naming the missing function; importing this package still works, and
 from __future__ import annotations
 
 import importlib
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -68,6 +69,16 @@ def binding_modules() -> tuple[str, ...]:
     return tuple(dict.fromkeys([*sorted(set(fam.locations.values())), *fam.binders]))
 
 
+_PACKAGE = os.path.dirname(os.path.abspath(__file__))
+
+
+def ours(fn: Any) -> bool:
+    """Whether `fn` runs this package's code: told by its code's file, as
+    a replacement `install()` binds carries google-adk's names and module."""
+    code = getattr(fn, "__code__", None)
+    return code is not None and os.path.dirname(os.path.abspath(code.co_filename)) == _PACKAGE
+
+
 def original(name: str) -> Callable[..., Any]:
     """google-adk's own implementation of `name` (one of `LOCATIONS`)."""
     fn = _resolved.get(name)
@@ -81,7 +92,7 @@ def original(name: str) -> Callable[..., Any]:
         fn = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:
         raise ImportError(f"google-adk has no {module_name}.{attr}") from exc
-    if getattr(fn, "__module__", "").startswith("adk_fastcompact"):
+    if ours(fn):
         raise ImportError(f"{module_name}.{attr} is already replaced by adk-fastcompact")
     _resolved[name] = fn
     return fn

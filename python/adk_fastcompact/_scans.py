@@ -32,6 +32,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import _fingerprint, _native
+from ._patch import as_replaced
 
 _CONTENTS = "google.adk.flows.llm_flows.context._contents"
 _FUNCTIONS = "google.adk.flows.llm_flows.tools._functions"
@@ -88,9 +89,7 @@ def _call_ids(original: Callable[..., Any], module: Any) -> Callable[..., Any]:
         ids = _native.function_call_ids(events, method)
         return original(events) if ids is None else ids
 
-    _collect_function_call_ids.__qualname__ = original.__qualname__
-    _collect_function_call_ids.__doc__ = original.__doc__
-    return _collect_function_call_ids
+    return as_replaced(_collect_function_call_ids, original)
 
 
 def _context_events(original: Callable[..., Any], module: Any) -> Callable[..., Any]:
@@ -124,9 +123,7 @@ def _context_events(original: Callable[..., Any], module: Any) -> Callable[..., 
             )
         return kept
 
-    _get_events.__qualname__ = original.__qualname__
-    _get_events.__doc__ = original.__doc__
-    return _get_events
+    return as_replaced(_get_events, original)
 
 
 def _append_event(original: Callable[..., Any], module: Any) -> Callable[..., Any]:
@@ -165,9 +162,7 @@ def _append_event(original: Callable[..., Any], module: Any) -> Callable[..., An
                 stored.state.update(own)
         return event
 
-    append_event.__qualname__ = original.__qualname__
-    append_event.__doc__ = original.__doc__
-    return append_event
+    return as_replaced(append_event, original)
 
 
 def _task_scope(original: Callable[..., Any], module: Any) -> Callable[..., Any]:
@@ -322,11 +317,16 @@ def pairs() -> dict[str, tuple[Callable[..., Any], Callable[..., Any]]]:
     return found
 
 
+#: `(holder, attribute, google-adk's function)` of every binding `bind`
+#: made and its undo has not restored yet.
+bound: list[tuple[Any, str, Any]] = []
+
+
 def bind(rebind: Callable[[dict[int, Any]], list[tuple[Any, str, Any]]]) -> Callable[[], None]:
     """Binds every drop-in whose code the installed google-adk has: module
     functions wherever google-adk's modules hold them (`rebind`, as
-    `_patch.rebind`), methods on their class. Returns what undoes it
-    (restoring only bindings that are still ours)."""
+    `_patch.rebind`), methods on their class (recorded in `bound`). Returns
+    what undoes it (restoring only bindings that are still ours)."""
     found = pairs()
     done: list[tuple[Any, str, Any]] = []
     functions: dict[int, Any] = {}
@@ -338,11 +338,13 @@ def bind(rebind: Callable[[dict[int, Any]], list[tuple[Any, str, Any]]]) -> Call
         else:
             functions[id(original)] = (original, new)
     done += rebind(functions)
+    bound.extend(done)
     ours = {id(new) for _, new in found.values()}
 
     def undo() -> None:
         while done:
             holder, attr, original = done.pop()
+            bound.remove((holder, attr, original))
             if isinstance(holder, type):
                 current = vars(holder).get(attr)
             else:

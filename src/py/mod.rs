@@ -11,6 +11,7 @@ mod analysis;
 mod audit;
 mod copy;
 mod coverage;
+mod dropin;
 mod error;
 mod exact;
 mod filter;

@@ -8,6 +8,7 @@
 //! google-adk's own function answers instead (counted and logged once, as
 //! every decline is).
 
+use super::dropin::{name_as, reduce, Given, Params};
 use super::error::{finish, Extracted, Outcome};
 use super::reading::extract::{instance_dict, model_dict, types, Model};
 use super::reading::read::{get, optional_model, optional_str, truthy, truthy_str};
@@ -40,8 +41,9 @@ fn named(name: &Bound<'_, PyAny>, names: &[String; 3]) -> Extracted<bool> {
 }
 
 /// `_should_include_event_in_context` as a drop-in: the native reading of
-/// one event, google-adk's own function on a decline.
-#[pyclass(frozen, module = "adk_fastcompact._native")]
+/// one event, google-adk's own function on a decline. Each instance carries
+/// google-adk's function's names (`dropin`).
+#[pyclass(frozen, dict, module = "adk_fastcompact._native")]
 pub struct ContextFilter {
     original: Py<PyAny>,
     /// `adk_framework`, the credential request's and the confirmation
@@ -58,21 +60,40 @@ struct Ask<'a> {
     include_thoughts: bool,
 }
 
+/// `_should_include_event_in_context`'s parameters.
+const CONTEXT_FILTER: Params<5> = Params {
+    names: [
+        "current_branch",
+        "event",
+        "isolation_scope",
+        "node_path",
+        "include_thoughts",
+    ],
+    positional: 3,
+    required: 2,
+};
+
 #[pymethods]
 impl ContextFilter {
     #[new]
     fn new(
+        py: Python<'_>,
         original: Py<PyAny>,
         framework: String,
         credential: String,
         confirmation: String,
         node_info: Py<PyType>,
-    ) -> Self {
-        ContextFilter {
-            original,
-            names: [framework, credential, confirmation],
-            node_info,
-        }
+    ) -> PyResult<Py<Self>> {
+        let made = Py::new(
+            py,
+            ContextFilter {
+                original: original.clone_ref(py),
+                names: [framework, credential, confirmation],
+                node_info,
+            },
+        )?;
+        name_as(made.bind(py), original.bind(py), &CONTEXT_FILTER)?;
+        Ok(made)
     }
 
     /// google-adk's function this drop-in answers for.
@@ -81,36 +102,57 @@ impl ContextFilter {
         self.original.clone_ref(py)
     }
 
-    #[pyo3(signature = (current_branch, event, isolation_scope = None, *, node_path = None, include_thoughts = None))]
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        reduce(slf)
+    }
+
+    #[pyo3(signature = (
+        *args,
+        current_branch = Given::Missing,
+        event = Given::Missing,
+        isolation_scope = Given::Missing,
+        node_path = Given::Missing,
+        include_thoughts = Given::Missing,
+        **extra,
+    ))]
+    #[allow(clippy::too_many_arguments)]
     fn __call__<'py>(
         &self,
         py: Python<'py>,
-        current_branch: &Bound<'py, PyAny>,
-        event: &Bound<'py, PyAny>,
-        isolation_scope: Option<&Bound<'py, PyAny>>,
-        node_path: Option<&Bound<'py, PyAny>>,
-        include_thoughts: Option<&Bound<'py, PyAny>>,
+        args: &Bound<'py, PyTuple>,
+        current_branch: Given<'py>,
+        event: Given<'py>,
+        isolation_scope: Given<'py>,
+        node_path: Given<'py>,
+        include_thoughts: Given<'py>,
+        extra: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<Py<PyAny>> {
-        let none = py.None().into_bound(py);
-        let isolation_scope = isolation_scope.unwrap_or(&none);
-        let node_path = node_path.unwrap_or(&none);
-        let verdict = self.decide(
+        let keywords = [
             current_branch,
             event,
             isolation_scope,
             node_path,
             include_thoughts,
+        ];
+        let original = self.original.bind(py);
+        let Some([Some(current_branch), Some(event), isolation_scope, node_path, include_thoughts]) =
+            CONTEXT_FILTER.bind(args, &keywords, extra)
+        else {
+            // google-adk's function raises its own TypeError.
+            return CONTEXT_FILTER.call(original, args, &keywords, extra);
+        };
+        let none = py.None().into_bound(py);
+        let verdict = self.decide(
+            &current_branch,
+            &event,
+            isolation_scope.as_deref().unwrap_or(&none),
+            node_path.as_deref().unwrap_or(&none),
+            include_thoughts.as_deref(),
         );
         if let Some(verdict) = finish(py, "_should_include_event_in_context", verdict)? {
             return Ok(PyBool::new(py, verdict).to_owned().into_any().unbind());
         }
-        let kwargs = PyDict::new(py);
-        kwargs.set_item(intern!(py, "node_path"), node_path)?;
-        if let Some(include) = include_thoughts {
-            kwargs.set_item(intern!(py, "include_thoughts"), include)?;
-        }
-        let args = PyTuple::new(py, [current_branch, event, isolation_scope])?;
-        Ok(self.original.bind(py).call(args, Some(&kwargs))?.unbind())
+        CONTEXT_FILTER.call(original, args, &keywords, extra)
     }
 }
 

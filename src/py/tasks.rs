@@ -17,6 +17,7 @@
 //! those of `scans` (kept separate so that the two bindings change
 //! independently).
 
+use super::dropin::{name_as, reduce, Given, Params};
 use super::error::{finish, Extracted, Outcome};
 use super::reading::extract::{model_dict, types, CHUNK};
 use super::reading::fields::Fields;
@@ -78,7 +79,8 @@ fn parts<'py>(event: &Bound<'py, PyDict>) -> Extracted<Option<Bound<'py, PyList>
 
 /// `_find_active_task_scope` as a drop-in: google-adk's two passes over the
 /// live events, read natively; google-adk's own function on a decline.
-#[pyclass(frozen, module = "adk_fastcompact._native")]
+/// Each instance carries google-adk's function's names (`dropin`).
+#[pyclass(frozen, dict, module = "adk_fastcompact._native")]
 pub struct TaskScope {
     original: Py<PyAny>,
     /// The module whose `_apply_rewinds` google-adk's function calls.
@@ -91,6 +93,13 @@ pub struct TaskScope {
     /// The error code of an abort event (`_is_abort_event`).
     aborted: String,
 }
+
+/// `_find_active_task_scope`'s parameters.
+const TASK_SCOPE: Params<1> = Params {
+    names: ["session"],
+    positional: 1,
+    required: 1,
+};
 
 /// What the passes keep of one event: its values, read and checked.
 struct Read<'py> {
@@ -105,21 +114,27 @@ struct Read<'py> {
 impl TaskScope {
     #[new]
     fn new(
+        py: Python<'_>,
         original: Py<PyAny>,
         module: Py<PyAny>,
         finish: String,
         success: String,
         error: String,
         aborted: String,
-    ) -> Self {
-        TaskScope {
-            original,
-            module,
-            finish,
-            success,
-            error,
-            aborted,
-        }
+    ) -> PyResult<Py<Self>> {
+        let made = Py::new(
+            py,
+            TaskScope {
+                original: original.clone_ref(py),
+                module,
+                finish,
+                success,
+                error,
+                aborted,
+            },
+        )?;
+        name_as(made.bind(py), original.bind(py), &TASK_SCOPE)?;
+        Ok(made)
     }
 
     /// google-adk's function this drop-in answers for.
@@ -128,7 +143,24 @@ impl TaskScope {
         self.original.clone_ref(py)
     }
 
-    fn __call__<'py>(&self, py: Python<'py>, session: &Bound<'py, PyAny>) -> PyResult<Py<PyAny>> {
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        reduce(slf)
+    }
+
+    #[pyo3(signature = (*args, session = Given::Missing, **extra))]
+    fn __call__<'py>(
+        &self,
+        py: Python<'py>,
+        args: &Bound<'py, PyTuple>,
+        session: Given<'py>,
+        extra: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Py<PyAny>> {
+        let keywords = [session];
+        let original = self.original.bind(py);
+        let Some([Some(session)]) = TASK_SCOPE.bind(args, &keywords, extra) else {
+            // google-adk's function raises its own TypeError.
+            return TASK_SCOPE.call(original, args, &keywords, extra);
+        };
         let apply = self
             .module
             .bind(py)
@@ -137,7 +169,7 @@ impl TaskScope {
         match finish(py, "_find_active_task_scope", self.scan(&events))? {
             Some(Some(found)) => Ok(found.into_any().unbind()),
             Some(None) => Ok(py.None()),
-            None => Ok(self.original.bind(py).call1((session,))?.unbind()),
+            None => TASK_SCOPE.call(original, args, &keywords, extra),
         }
     }
 }
@@ -326,8 +358,9 @@ fn result_of<'py>(response: &Bound<'py, PyDict>) -> Extracted<Option<Bound<'py, 
 /// `_find_unresolved_task_delegations` as a drop-in: google-adk's scan of
 /// the live events, read natively, asking `tools_dict` and `isinstance`
 /// exactly where and in the order google-adk does; google-adk's own
-/// function on a decline.
-#[pyclass(frozen, module = "adk_fastcompact._native")]
+/// function on a decline. Each instance carries google-adk's function's
+/// names (`dropin`).
+#[pyclass(frozen, dict, module = "adk_fastcompact._native")]
 pub struct TaskDelegations {
     original: Py<PyAny>,
     /// The modules google-adk's function imports `_apply_rewinds` and
@@ -335,6 +368,13 @@ pub struct TaskDelegations {
     rewinds: Py<PyString>,
     tools: Py<PyString>,
 }
+
+/// `_find_unresolved_task_delegations`'s parameters.
+const TASK_DELEGATIONS: Params<4> = Params {
+    names: ["session", "owner", "tools_dict", "isolation_scope"],
+    positional: 4,
+    required: 3,
+};
 
 /// A function call google-adk asks `tools_dict` about: the call, its id
 /// and its name.
@@ -347,12 +387,22 @@ struct Ask<'py> {
 #[pymethods]
 impl TaskDelegations {
     #[new]
-    fn new(original: Py<PyAny>, rewinds: Py<PyString>, tools: Py<PyString>) -> Self {
-        TaskDelegations {
-            original,
-            rewinds,
-            tools,
-        }
+    fn new(
+        py: Python<'_>,
+        original: Py<PyAny>,
+        rewinds: Py<PyString>,
+        tools: Py<PyString>,
+    ) -> PyResult<Py<Self>> {
+        let made = Py::new(
+            py,
+            TaskDelegations {
+                original: original.clone_ref(py),
+                rewinds,
+                tools,
+            },
+        )?;
+        name_as(made.bind(py), original.bind(py), &TASK_DELEGATIONS)?;
+        Ok(made)
     }
 
     /// google-adk's function this drop-in answers for.
@@ -361,17 +411,39 @@ impl TaskDelegations {
         self.original.clone_ref(py)
     }
 
-    #[pyo3(signature = (session, owner, tools_dict, isolation_scope = None))]
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        reduce(slf)
+    }
+
+    #[pyo3(signature = (
+        *args,
+        session = Given::Missing,
+        owner = Given::Missing,
+        tools_dict = Given::Missing,
+        isolation_scope = Given::Missing,
+        **extra,
+    ))]
+    #[allow(clippy::too_many_arguments)]
     fn __call__<'py>(
         &self,
         py: Python<'py>,
-        session: &Bound<'py, PyAny>,
-        owner: &Bound<'py, PyAny>,
-        tools_dict: &Bound<'py, PyAny>,
-        isolation_scope: Option<&Bound<'py, PyAny>>,
+        args: &Bound<'py, PyTuple>,
+        session: Given<'py>,
+        owner: Given<'py>,
+        tools_dict: Given<'py>,
+        isolation_scope: Given<'py>,
+        extra: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<Py<PyAny>> {
+        let keywords = [session, owner, tools_dict, isolation_scope];
+        let original = self.original.bind(py);
+        let Some([Some(session), Some(owner), Some(tools_dict), isolation_scope]) =
+            TASK_DELEGATIONS.bind(args, &keywords, extra)
+        else {
+            // google-adk's function raises its own TypeError.
+            return TASK_DELEGATIONS.call(original, args, &keywords, extra);
+        };
         let none = py.None().into_bound(py);
-        let isolation_scope = isolation_scope.unwrap_or(&none);
+        let isolation_scope = isolation_scope.as_deref().unwrap_or(&none);
         // google-adk's function imports both names first, at every call.
         let apply = py
             .import(self.rewinds.bind(py))?
@@ -380,12 +452,11 @@ impl TaskDelegations {
             .import(self.tools.bind(py))?
             .getattr(intern!(py, "_TaskAgentTool"))?;
         let events = apply.call1((session.getattr(intern!(py, "events"))?,))?;
-        let found = scan(&events, owner, tools_dict, isolation_scope, &task_tool);
+        let found = scan(&events, &owner, &tools_dict, isolation_scope, &task_tool);
         if let Some(found) = finish(py, "_find_unresolved_task_delegations", found)? {
             return Ok(found.into_any().unbind());
         }
-        let args = PyTuple::new(py, [session, owner, tools_dict, isolation_scope])?;
-        Ok(self.original.bind(py).call1(args)?.unbind())
+        TASK_DELEGATIONS.call(original, args, &keywords, extra)
     }
 }
 

@@ -151,3 +151,17 @@ def test_the_declared_google_adk_requirement_admits_every_release() -> None:
         if not requirement.specifier.contains(release, prereleases=True)
     ]
     assert refused == [], f"{requirement} refuses google-adk {', '.join(refused)}"
+
+
+def test_the_namespace_holds_only_the_api() -> None:
+    """`dir(adk_fastcompact)` is `__all__` and the module's dunders; no
+    public name but the API is bound (no `Any`, no `annotations`)."""
+    import adk_fastcompact
+
+    names = vars(adk_fastcompact)
+    dunders = {name for name in names if name.startswith("__") and name.endswith("__")}
+    assert dir(adk_fastcompact) == sorted(dunders | set(adk_fastcompact.__all__))
+    for name in adk_fastcompact.__all__:
+        getattr(adk_fastcompact, name)
+    public = {name for name in names if not name.startswith("_")}
+    assert public == {name for name in adk_fastcompact.__all__ if not name.startswith("_")}

@@ -128,3 +128,44 @@ def test_the_switch_turns_parallelism_off(monkeypatch: pytest.MonkeyPatch) -> No
     assert _analysis._parallel_default() is False
     monkeypatch.setenv(_analysis.PARALLELISM_ENV, "1")
     assert _analysis._parallel_default() is True
+
+
+class _EventList(list):  # type: ignore[type-arg]
+    """A list subclass: not the plain list the native reading takes."""
+
+
+@pytest.mark.parametrize(
+    ("session", "reason"),
+    [
+        (None, "sessions[1] is None, not a Session or a plain list of Events"),
+        (5, "sessions[1] is an int, not a Session or a plain list of Events"),
+        ({"events": []}, "sessions[1] is a dict, not a Session or a plain list of Events"),
+        ((), "sessions[1] is a tuple, not a Session or a plain list of Events"),
+        (_EventList(), "sessions[1] is a _EventList, not a Session or a plain list of Events"),
+        (
+            Session.model_construct(id="s", app_name="a", user_id="u", events=None),
+            "sessions[1].events is None, not a plain list of Events",
+        ),
+    ],
+    ids=["None", "int", "dict", "tuple", "list-subclass", "session-without-events"],
+)
+def test_a_bad_session_is_declined_saying_what_it_is(session: Any, reason: str) -> None:
+    """Each entry is a Session or a plain list of Events; anything else is
+    declined in its place, the reason naming the entry and what it is."""
+    results = fc.analyze_sessions([SESSIONS[-1], session, SESSIONS[-1]])
+    assert results[1] == {"declined": reason}
+    assert results[0] == results[2] and "live" in results[0]
+
+
+@pytest.mark.parametrize(
+    ("sessions", "config", "message"),
+    [
+        (None, None, r"^analyze_sessions\(\) takes an iterable .*, not None$"),
+        (5, None, r"^analyze_sessions\(\) takes an iterable .*, not an int$"),
+        ([], 3, r"^config must be an EventsCompactionConfig or None, not an int$"),
+    ],
+    ids=["sessions-None", "sessions-int", "config-int"],
+)
+def test_bad_arguments_raise_type_errors(sessions: Any, config: Any, message: str) -> None:
+    with pytest.raises(TypeError, match=message):
+        fc.analyze_sessions(sessions, config)

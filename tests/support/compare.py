@@ -42,7 +42,7 @@ def _original(name: str) -> Callable[..., Any] | None:
     if name not in _reference.locations():
         return None
     fn = _reference.original(name)
-    assert fn.__module__.startswith("google.adk."), f"{name} is already patched"
+    assert not _reference.ours(fn), f"{name} is already patched"
     return fn
 
 
