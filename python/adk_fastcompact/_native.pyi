@@ -672,7 +672,11 @@ def audit_stored(
       `duplicated` (each `position`, `compaction`), `undecidable` (each
       `position`, `could_be` ("hidden" or "duplicated"), `compaction`,
       `readings`: a surviving summary reproduces under several copies of the
-      session, which disagree on whether it was handed the event),
+      session, which disagree on whether it was handed the event, and
+      `reason`, why the copy is unknown: "maker" (several invocations'
+      copies), "resumed" (its maker's, fetched where it ran or resumed),
+      "prefix" (no maker's copy; several prefixes of the store) or "seed"
+      (a summary it rolls up has several readings)),
       `prompt_size` (of the root scope's prompt), `stalled` (None, or
       `trigger`, `backlog`, `backlog_invocations`, `prompt_then`: a
       configured entry point is due and selects nothing) and, where a

@@ -76,7 +76,37 @@ pub struct Replayed {
     /// store does not say which one the selection was made over: what each
     /// hands, `(handed, seeds)` (empty: one reading, the one above).
     pub alternatives: Vec<(Vec<usize>, Vec<usize>)>,
+    /// Why there are several readings (`None`: one at most).
+    pub ambiguity: Option<Ambiguity>,
     pub record: RecordKind,
+}
+
+/// Why the store does not say which copy of the session a compaction's
+/// selection was made over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ambiguity {
+    /// Several invocations' copies reproduce it: its maker is unknown.
+    Maker,
+    /// Its maker resumed after a pause without a user-authored event: its
+    /// copy may have been fetched at any of the runs' starts, and several
+    /// reproduce it.
+    Resumed,
+    /// No maker's copy reproduces it; several prefixes of the store do.
+    Prefix,
+    /// It has one reading, but rolls up an earlier summary that has several.
+    Seed,
+}
+
+impl Ambiguity {
+    /// Its name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Ambiguity::Maker => "maker",
+            Ambiguity::Resumed => "resumed",
+            Ambiguity::Prefix => "prefix",
+            Ambiguity::Seed => "seed",
+        }
+    }
 }
 
 impl Replayed {
@@ -159,6 +189,8 @@ pub struct Undecidable {
     pub compaction: usize,
     /// How many readings reproduce that compaction.
     pub readings: usize,
+    /// Why it has several (or, with one, a summary it rolls up has).
+    pub reason: Ambiguity,
 }
 
 /// Compaction configured and due, yet google-adk's selection hands
@@ -285,6 +317,7 @@ pub(super) fn audit_over(
             selected_over: k,
             unseen: Vec::new(),
             alternatives: Vec::new(),
+            ambiguity: None,
             record,
         };
         if let Some(Ok(record)) = &parsed[k] {
@@ -296,8 +329,9 @@ pub(super) fn audit_over(
             r.known = true;
         } else {
             let ix = ix.get_or_insert_with(|| Index::new(events, ids, session.user, first_tail));
-            let mut found =
-                readings_of(&session, ix, k, order, settings, (start, end), e.scope).into_iter();
+            let found = readings_of(&session, ix, k, order, settings, (start, end), e.scope);
+            r.ambiguity = ambiguity(found.iter().map(|(.., copy)| (copy.maker, copy.fetched)));
+            let mut found = found.into_iter();
             if let Some((trigger, handed, seeds, copy)) = found.next() {
                 r.trigger = Some(trigger);
                 r.handed = handed;
@@ -388,11 +422,15 @@ pub(super) fn audit_over(
             if events[p].compaction.is_some() || !has_parts[p] {
                 continue;
             }
-            let undecided = |could_be, s: usize| Undecidable {
-                position: p,
-                could_be,
-                compaction: s,
-                readings: compactions[index_of[s]].readings().count(),
+            let undecided = |could_be, s: usize| {
+                let c = &compactions[index_of[s]];
+                Undecidable {
+                    position: p,
+                    could_be,
+                    compaction: s,
+                    readings: c.readings().count(),
+                    reason: c.ambiguity.unwrap_or(Ambiguity::Seed),
+                }
             };
             match (raw_in_prompt[p], surely[p], maybe[p]) {
                 (true, Some(s), _) => duplicated.push(Duplicated {
@@ -455,6 +493,28 @@ pub(super) fn audit_over(
         stalled,
         prompt_size,
         prompt_error,
+    }
+}
+
+/// Why readings over the copies `(maker, fetched)` (`None`: a prefix of the
+/// store, no maker's) are several: `None` when they are not.
+fn ambiguity(copies: impl Iterator<Item = (Option<Sym>, usize)>) -> Option<Ambiguity> {
+    let mut copies = copies.peekable();
+    let (maker, fetched) = *copies.peek()?;
+    let (mut several, mut one_maker, mut one_fetch) = (false, true, true);
+    for (j, (m, f)) in copies.enumerate() {
+        several = j > 0;
+        one_maker &= m == maker;
+        one_fetch &= f == fetched;
+    }
+    match (several, maker) {
+        (false, _) => None,
+        (true, None) => Some(Ambiguity::Prefix),
+        // One maker, its copies fetched at different runs' starts.
+        (true, Some(_)) if one_maker && !one_fetch => Some(Ambiguity::Resumed),
+        // Different makers, or one whose copies differ by the compactions
+        // stored since it fetched (whoever wrote them).
+        (true, Some(_)) => Some(Ambiguity::Maker),
     }
 }
 

@@ -397,6 +397,100 @@ fn a_resumed_invocation_s_copy_is_fetched_at_its_latest_run() {
     assert!(a.undecidable.is_empty(), "{:?}", a.undecidable);
 }
 
+/// Invocation 1 asks (0) and makes a long-running call (1, call id 42),
+/// which pauses it; invocation 2 asks and answers (2, 3); invocation 1 is
+/// resumed by its id, without a user-authored event: the call's result (4,
+/// the tool's own response) and its reply (5); then `more` and a
+/// tail-retention summary of 0-4.
+fn resumed_without_a_user_event(pause: bool, more: &[EventView]) -> Audit {
+    use crate::core::event::Span;
+    let mut call = raw(1.1, 1);
+    call.calls = Span { start: 0, len: 1 };
+    if pause {
+        call.long_running = Span { start: 0, len: 1 };
+    }
+    let mut result = raw(3.0, 1);
+    result.responses = Span { start: 0, len: 1 };
+    result.has_responses = true;
+    let mut events = vec![
+        asked(1.0, 1),
+        call,
+        asked(2.0, 2),
+        raw(2.1, 2),
+        result,
+        raw(3.1, 1),
+    ];
+    events.extend_from_slice(more);
+    events.push(compaction(3.2, 1.0, 3.0));
+    let parts = vec![true; events.len()];
+    let event_ids: Vec<Option<String>> = (0..events.len())
+        .map(|i| Some(format!("e{i:03}")))
+        .collect();
+    let session = Session {
+        events: &events,
+        ids: &[42],
+        has_parts: &parts,
+        event_ids: &event_ids,
+        records: &[],
+        user: Some(50),
+    };
+    let retention = Settings {
+        sliding: None,
+        retention: Some(1),
+    };
+    audit(session, |_| None, Order::Stored, retention)
+}
+
+#[test]
+fn a_run_resumed_without_a_user_event_fetched_its_copy_where_it_resumed() {
+    // Paused on the long-running call, invocation 1's first run ended
+    // there; its resumed run fetched the session at 4, holding 2 and 3:
+    // they were handed. (Its copy fetched at 0 reproduces the same bounds
+    // without them, which read as appended while summarizing.)
+    let a = resumed_without_a_user_event(true, &[]);
+    let c = &a.compactions[0];
+    assert!(c.known);
+    assert_eq!(c.handed, vec![0, 1, 2, 3, 4]);
+    assert!(c.unseen.is_empty() && c.alternatives.is_empty());
+    assert!(a.hidden.is_empty(), "{:?}", a.hidden);
+    assert!(a.undecidable.is_empty(), "{:?}", a.undecidable);
+    // Without the pause, 2 and 3 are a concurrent invocation's, stored
+    // while invocation 1's one run went on: its copy never held them.
+    let a = resumed_without_a_user_event(false, &[]);
+    assert_eq!(a.compactions[0].unseen, vec![2, 3]);
+    let hidden: Vec<(usize, Cause)> = a.hidden.iter().map(|h| (h.position, h.cause)).collect();
+    assert_eq!(
+        hidden,
+        vec![
+            (2, Cause::AppendedWhileSummarizing),
+            (3, Cause::AppendedWhileSummarizing)
+        ]
+    );
+}
+
+#[test]
+fn a_resumed_run_s_fetch_point_unknown_leaves_events_undecidable() {
+    // Invocation 3 asks (6) after invocation 1 resumed and before the
+    // summary: invocation 1's resumed copy leaves it out, so it does not
+    // settle the reading, and its first run's copy (fetched at 0, without
+    // 2 and 3) reproduces the summary too. Whether 2 and 3 were handed
+    // depends on where the copy was fetched: undecidable, not hidden.
+    let a = resumed_without_a_user_event(true, &[asked(3.05, 3)]);
+    let c = &a.compactions[0];
+    assert_eq!(c.handed, vec![0, 1, 2, 3, 4]);
+    assert_eq!(c.alternatives, vec![(vec![0, 1, 4], vec![])]);
+    assert_eq!(c.ambiguity, Some(Ambiguity::Resumed));
+    assert!(a.hidden.is_empty(), "{:?}", a.hidden);
+    let undecided = |position| Undecidable {
+        position,
+        could_be: Finding::Hidden,
+        compaction: 7,
+        readings: 2,
+        reason: Ambiguity::Resumed,
+    };
+    assert_eq!(a.undecidable, vec![undecided(2), undecided(3)]);
+}
+
 #[test]
 fn readings_that_disagree_leave_an_event_undecidable() {
     // Invocations 1 (0, 1, 4, 5) and 2 (2, 3, 6) overlap: each one's copy
@@ -431,6 +525,7 @@ fn readings_that_disagree_leave_an_event_undecidable() {
         could_be: Finding::Hidden,
         compaction: 7,
         readings: 2,
+        reason: Ambiguity::Maker,
     };
     assert_eq!(
         a.undecidable,
@@ -577,6 +672,7 @@ proptest::proptest! {
                 selected_over: 24 + k,
                 unseen: Vec::new(),
                 alternatives: readings.collect(),
+                ambiguity: None,
                 record: RecordKind::Interval,
             });
         }

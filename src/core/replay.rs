@@ -49,6 +49,10 @@ const MAX_LOOKBACK: usize = 64;
 /// as the one that made it.
 const MAX_MAKERS: usize = 4;
 
+/// How many of a maker's latest resumed runs (without a user-authored
+/// event) are tried as the run that fetched its copy.
+const MAX_RESUMES: usize = 8;
+
 /// A copy of the session a selection may have been made over: the events
 /// stored before `fetched` (what the maker's `get_session` returned, loaded
 /// the store's way), then `own` (positions from `fetched` on, in storage
@@ -57,6 +61,9 @@ const MAX_MAKERS: usize = 4;
 /// meanwhile).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Copy {
+    /// The invocation whose copy it is (`None`: a prefix of the store, no
+    /// maker's).
+    pub(super) maker: Option<Sym>,
     pub(super) fetched: usize,
     pub(super) own: Vec<usize>,
     pub(super) unseen: Vec<usize>,
@@ -169,13 +176,20 @@ pub struct Session<'a> {
 /// compaction event's own invocation id is a fresh one: it does not tell).
 ///
 /// A run of an invocation (one `run_async` call, a resumed one included)
-/// fetches the session, appends the user's message first, and from then on
-/// sees only what it appends itself: its copy holds the events stored
-/// before its latest user-authored event (its latest run's start; its
-/// first event where it has none) and its own events since, and either no
-/// compaction stored since (another run wrote it) or every one (it wrote
-/// them itself). A run that appended nothing but the user's message made no
-/// compaction (it called no model), so such an invocation is no maker.
+/// fetches the session, appends the user's message first where it has one,
+/// and from then on sees only what it appends itself: its copy holds the
+/// events stored before its run's first event and its own events since,
+/// and either no compaction stored since (another run wrote it) or every
+/// one (it wrote them itself). A run starting with a user-authored event
+/// is a new run; so may be one that resumes where the invocation's events
+/// stop for another invocation's (`run_async(invocation_id=...)` appends no
+/// user-authored event), or that may be the same run interleaved with a
+/// concurrent one: the store does not say. So each maker's copies are
+/// fetched at its latest user-authored event before `k` (its first event
+/// where it has none) and at each later point where its events resume
+/// after another's, the latest first. A run that appended nothing but the
+/// user's message made no compaction (it called no model), so such an
+/// invocation is no maker.
 fn copies(s: &Session<'_>, ix: &Index, k: usize) -> Vec<Copy> {
     let events = s.events;
     let mut makers: Vec<Sym> = Vec::new();
@@ -193,7 +207,7 @@ fn copies(s: &Session<'_>, ix: &Index, k: usize) -> Vec<Copy> {
         // Its latest user-authored event before `k`, else its first.
         let (raw, user) = (ix.raw_of(maker), ix.user_of(maker));
         let before = user.partition_point(|&q| (q as usize) < k);
-        let Some(fetched) = before
+        let Some(started) = before
             .checked_sub(1)
             .map(|j| user[j] as usize)
             .or_else(|| raw.first().map(|&q| q as usize).filter(|&q| q < k))
@@ -201,30 +215,59 @@ fn copies(s: &Session<'_>, ix: &Index, k: usize) -> Vec<Copy> {
             continue;
         };
         // An event it appended itself from then on, the user's aside.
-        let from = raw.partition_point(|&q| (q as usize) < fetched);
+        let from = raw.partition_point(|&q| (q as usize) < started);
         if !raw[from..].iter().any(|&q| !by_user(q as usize)) {
             continue;
         }
-        for keep_compactions in [false, true] {
-            let (mut own, mut unseen) = (Vec::new(), Vec::new());
-            for q in fetched..k {
-                if mine(q) || keep_compactions && events[q].compaction.is_some() {
-                    own.push(q);
-                } else {
-                    unseen.push(q);
+        let upto = raw.partition_point(|&q| (q as usize) < k);
+        let resumed = resumes(ix, events, &raw[from..upto]);
+        for fetched in resumed.into_iter().rev().chain([started]) {
+            for keep_compactions in [false, true] {
+                let (mut own, mut unseen) = (Vec::new(), Vec::new());
+                for q in fetched..k {
+                    if mine(q) || keep_compactions && events[q].compaction.is_some() {
+                        own.push(q);
+                    } else {
+                        unseen.push(q);
+                    }
                 }
-            }
-            let copy = Copy {
-                fetched,
-                own,
-                unseen,
-            };
-            if !out.contains(&copy) {
-                out.push(copy);
+                let copy = Copy {
+                    maker: Some(maker),
+                    fetched,
+                    own,
+                    unseen,
+                };
+                if !out.contains(&copy) {
+                    out.push(copy);
+                }
             }
         }
     }
     out
+}
+
+/// Where a maker's run may have resumed, of its raw events `mine` (storage
+/// positions, ascending, from its latest run's start): each event that
+/// follows another invocation's (a raw event stored between two of its
+/// own) where its events since the run's start, or since the last such
+/// point, paused it (a long-running call, a tool confirmation or credential
+/// request: google-adk ends the run there, and `run_async(invocation_id=...)`
+/// resumes it without a user-authored event). The latest
+/// [`MAX_RESUMES`], ascending. Events of another invocation between two of
+/// its own without a pause are a concurrent invocation's: the same run.
+fn resumes(ix: &Index, events: &[EventView], mine: &[u32]) -> Vec<usize> {
+    let mut out = Vec::new();
+    let mut paused = false;
+    for (j, &q) in mine.iter().enumerate() {
+        let q = q as usize;
+        if j > 0 && paused && ix.raws_between(mine[j - 1] as usize + 1, q) > 0 {
+            out.push(q);
+            paused = false;
+        }
+        paused |= events[q].long_running.len > 0 || events[q].pending.len > 0;
+    }
+    let skip = out.len().saturating_sub(MAX_RESUMES);
+    out.split_off(skip)
 }
 
 /// One way a compaction reproduces: `(trigger, handed, seeds, copy)`.
@@ -271,6 +314,7 @@ pub(super) fn readings_of(
     push(
         &mut out,
         Copy {
+            maker: None,
             fetched: k,
             own: Vec::new(),
             unseen: Vec::new(),
@@ -283,6 +327,7 @@ pub(super) fn readings_of(
         push(
             &mut out,
             Copy {
+                maker: None,
                 fetched: p,
                 own: Vec::new(),
                 unseen: (p..k).collect(),

@@ -169,6 +169,11 @@ impl Index {
         self.user_of.get(inv as usize).map_or(&[], |v| v.as_slice())
     }
 
+    /// How many raw events are stored from `a` to `b` (exclusive).
+    pub(super) fn raws_between(&self, a: usize, b: usize) -> usize {
+        (self.raws[b] - self.raws[a]) as usize
+    }
+
     fn first_of(&self, inv: Sym) -> usize {
         self.first_of
             .get(inv as usize)

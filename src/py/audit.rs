@@ -19,7 +19,7 @@ use pyo3::types::{PyDict, PyList};
 /// `{"declined": "event N: why"}`. An event whose fate the store cannot
 /// decide (a summary reproducing under several copies of the session that
 /// disagree on it) is listed under `"undecidable"`, not as hidden or
-/// duplicated.
+/// duplicated, with why the copy is unknown (`"reason"`).
 #[pyfunction]
 #[pyo3(signature = (
     sessions,
@@ -154,6 +154,7 @@ fn to_python(d: &Bound<'_, PyDict>, n: usize, a: &Audit) -> PyResult<()> {
         y.set_item("could_be", could_be)?;
         y.set_item("compaction", x.compaction)?;
         y.set_item("readings", x.readings)?;
+        y.set_item("reason", x.reason.name())?;
         undecidable.append(y)?;
     }
     d.set_item("undecidable", undecidable)?;

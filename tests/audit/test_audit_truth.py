@@ -8,6 +8,7 @@ event missed, none reported falsely, nothing left undecided.
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from support.truth_scenarios import (
     PARALLEL,
     RECOVERED,
     RESUMED,
+    RESUMED_BY_ID,
     REWIND,
     SCENARIOS,
     TICK,
@@ -119,6 +121,41 @@ def test_a_long_running_call_resumed_late_under_tail_retention(tmp_path: Path, k
     assert {e.invocation_id for e in between} - {call.invocation_id}, dump(events)
     assert any(c.seeds for c in written.ledger.calls), dump(events)
     assert_truth(written, RESUMED)
+
+
+# -- an invocation resumed by its id, no user-authored event where it resumed ----------
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("trigger", list(RESUMED_BY_ID))
+def test_an_invocation_resumed_by_id_without_a_user_event(
+    tmp_path: Path, kind: str, trigger: str
+) -> None:
+    written = write_scenario(tmp_path, f"resumed-by-id-{trigger}", kind, None)
+    events = written.truth.events
+    # The scenario: the call's invocation resumes after another invocation's
+    # events, with an event the user did not author, and a summary made
+    # after it resumed was handed the other invocation's events stored
+    # before it resumed.
+    (asked,) = [e for e in events if any(c.name == "start_job" for c in e.get_function_calls())]
+    mine = [k for k, e in enumerate(events) if e.invocation_id == asked.invocation_id]
+
+    def others(j: int, k: int) -> set[str]:
+        """Another invocation's events between positions j and k."""
+        return {
+            e.id
+            for e in events[j + 1 : k]
+            if e.invocation_id != asked.invocation_id and not e.actions.compaction
+        }
+
+    (gap,) = [k for j, k in itertools.pairwise(mine) if others(j, k)]
+    assert events[gap].author != "user", dump(events)
+    between = others(mine[0], gap)
+    resumed = {e.id for e in events[gap:] if e.invocation_id == asked.invocation_id}
+    assert any(between & set(c.inputs) and resumed & set(c.inputs) for c in written.ledger.calls), (
+        dump(events)
+    )
+    assert_truth(written, RESUMED_BY_ID[trigger][0])
 
 
 # -- a ParallelAgent --------------------------------------------------------------------

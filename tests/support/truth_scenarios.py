@@ -15,7 +15,8 @@ from typing import Any
 from adk_fastcompact._tooling import audit as _audit
 from google.adk.agents.llm_agent import LlmAgent
 from google.adk.agents.parallel_agent import ParallelAgent
-from google.adk.apps.app import App
+from google.adk.apps.app import App, ResumabilityConfig
+from google.adk.events.event import Event
 from google.adk.models.base_llm import BaseLlm
 from google.adk.models.llm_request import LlmRequest
 from google.adk.models.llm_response import LlmResponse
@@ -312,6 +313,80 @@ async def recovered_chat(runner: Runner, service: BaseSessionService) -> None:
     await send(runner, types.Content(role="user", parts=[types.Part(function_response=response)]))
 
 
+#: A resumable app's invocation resumed by its id after another invocation
+#: ran, without a user-authored event at the resume point: trigger ->
+#: (settings, whether the job's tool answers a ticket at once, the words of
+#: an answer and the characters of a summary). Under tail retention the
+#: call pauses the invocation (its tool answers nothing). Under the sliding
+#: window the tool answers a ticket, so that the other invocation compacts
+#: its own run and the resumed run is the window's newest invocation;
+#: longer answers and short summaries keep one invocation's range worth
+#: compacting.
+RESUMED_BY_ID: dict[str, tuple[dict[str, int], bool, int, int]] = {
+    "token_threshold": ({"token_threshold": 150, "event_retention_size": 1}, False, 0, 400),
+    "sliding_window": ({"compaction_interval": 1, "overlap_size": 0}, True, 20, 60),
+}
+
+
+def resumed_by_id_app(name: str, trigger: str) -> App:
+    settings, ticket, words, chars = RESUMED_BY_ID[trigger]
+
+    def start_job(job: str) -> dict[str, Any] | None:
+        """Starts a job whose result is stored later; answers its ticket, or nothing."""
+        return {"status": "pending", "ticket": job} if ticket else None
+
+    agent = LlmAgent(
+        name="root",
+        model=TaggingLlm(model="root", answer_words=words),
+        instruction="Answer.",
+        tools=[lookup, LongRunningFunctionTool(func=start_job)],
+    )
+    config = config_with(settings, TaggingLlm(model="summarizer", summary_chars=chars))
+    return App(
+        name=name,
+        root_agent=agent,
+        events_compaction_config=config,
+        resumability_config=ResumabilityConfig(is_resumable=True),
+    )
+
+
+async def resume_by_id(runner: Runner, service: BaseSessionService, result: str) -> None:
+    """Stores the job's result as its tool's own response (authored by the
+    agent that called it, as the tool would have answered) and resumes the
+    call's invocation by its id (`run_async(invocation_id=...)`, no new
+    message): nothing the user authored marks where it resumed."""
+    session = await service.get_session(app_name=runner.app_name, user_id=USER, session_id=SESSION)
+    assert session is not None
+    calls = [(e, c) for e in session.events for c in e.get_function_calls()]
+    ((asked, call),) = [(e, c) for e, c in calls if c.name == "start_job"]
+    response = types.FunctionResponse(id=call.id, name=call.name, response={"result": result})
+    answer = Event(
+        author=asked.author,
+        invocation_id=asked.invocation_id,
+        branch=asked.branch,
+        content=types.Content(role="user", parts=[types.Part(function_response=response)]),
+    )
+    await service.append_event(session, answer)
+    async for _ in runner.run_async(
+        user_id=USER, session_id=SESSION, invocation_id=asked.invocation_id
+    ):
+        pass
+
+
+async def resumed_by_id_chat(runner: Runner, service: BaseSessionService) -> None:
+    # Invocation A calls the job; invocation B runs; A is resumed by its id
+    # with the job's result, and its run fetches the session holding B's
+    # events, which its summary (after the run, or before its model call)
+    # is handed.
+    for k in range(1, 5):
+        await send(runner, f"<<u{k}>> tell me more")
+    await send(runner, "<<u5>> please call the job")
+    await send(runner, "<<u6>> tell me more")
+    await resume_by_id(runner, service, "<<r5>> the job is done")
+    for k in range(7, 10):
+        await send(runner, f"<<u{k}>> tell me more")
+
+
 PARALLEL_TOOLS = {"token_threshold": 60, "event_retention_size": 0}
 
 
@@ -364,6 +439,17 @@ SCENARIOS: dict[str, tuple[Any, Any, dict[str, int], Any, tuple[str, ...]]] = {
     # A sibling's call stored after a branch's summary, stamped before it
     # (SQL stores load by timestamp, so it loads before the summary).
     "parallel-tools": (parallel_tools_app, parallel_tools_chat, PARALLEL_TOOLS, None, KINDS),
+    # Resumed by id, without a user-authored event (see `RESUMED_BY_ID`).
+    **{
+        f"resumed-by-id-{trigger}": (
+            lambda name, trigger=trigger: resumed_by_id_app(name, trigger),
+            resumed_by_id_chat,
+            settings,
+            None,
+            KINDS,
+        )
+        for trigger, (settings, *_) in RESUMED_BY_ID.items()
+    },
 }
 
 

@@ -275,21 +275,43 @@ def _session_report(session: StoredSession, result: dict[str, Any]) -> SessionRe
     for undecided in result.get("undecidable", []):
         where = undecided["compaction"]
         could_be = str(undecided["could_be"])
+        ambiguity = str(undecided.get("reason", "maker"))
         report.undecidable.append(
             {
                 **_event(session, int(undecided["position"])),
                 "could_be": could_be,
-                "reason": (
-                    f"the maker of compaction {compaction_id(where)} is unknown and its"
-                    f" {undecided['readings']} plausible readings disagree on whether it"
-                    f" was handed this event ({could_be} where it was "
-                    f"{'not ' if could_be == 'hidden' else ''}handed)"
+                "ambiguity": ambiguity,
+                "reason": _undecided_reason(
+                    ambiguity, compaction_id(where), int(undecided["readings"]), could_be
                 ),
                 "compaction": where,
                 "compaction_id": compaction_id(where),
             }
         )
     return report
+
+
+def _undecided_reason(ambiguity: str, compaction: Any, readings: int, could_be: str) -> str:
+    """Why an event is undecidable, in words (`ambiguity`: the core's reason)."""
+    which = {
+        "maker": (
+            f"the maker of compaction {compaction} is unknown: {readings} invocations' "
+            "copies of the session reproduce it"
+        ),
+        "resumed": (
+            f"the maker of compaction {compaction} ran again without a user-authored "
+            f"event (a resumed invocation), so where it fetched its copy of the session "
+            f"is unknown: {readings} of its runs' copies reproduce it"
+        ),
+        "prefix": (
+            f"no maker's copy reproduces compaction {compaction}; {readings} prefixes "
+            "of the store do"
+        ),
+        "seed": f"compaction {compaction} rolls up an earlier summary whose readings",
+    }.get(ambiguity, f"compaction {compaction} has {readings} readings")
+    verb = "disagree" if ambiguity == "seed" else "and they disagree"
+    handed = "not handed" if could_be == "hidden" else "handed"
+    return f"{which} {verb} on whether it was handed this event ({could_be} where it was {handed})"
 
 
 def _batches(

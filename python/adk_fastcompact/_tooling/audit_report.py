@@ -406,7 +406,7 @@ def events_table(report: AuditReport, limit: int) -> tuple[RenderableType | None
             for event in session.duplicated
         ]
         + [
-            (session, event, f"undecidable: {event['could_be']}?")
+            (session, event, _undecided(event))
             for session in report.sessions
             for event in session.undecidable
         ]
@@ -432,6 +432,20 @@ def events_table(report: AuditReport, limit: int) -> tuple[RenderableType | None
             str(event["compaction_id"] or ""),
         )
     return table, max(0, len(rows) - limit)
+
+
+#: The table's word for why an undecidable event's summary has several readings.
+_AMBIGUITY = {
+    "maker": "maker unknown",
+    "resumed": "fetch point unknown",
+    "prefix": "no maker's copy",
+    "seed": "a rolled-up summary's readings",
+}
+
+
+def _undecided(event: dict[str, Any]) -> str:
+    why = _AMBIGUITY.get(str(event.get("ambiguity")))
+    return f"undecidable: {event['could_be']}?" + (f" ({why})" if why else "")
 
 
 def declined_lines(report: AuditReport, limit: int) -> list[str]:
