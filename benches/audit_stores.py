@@ -40,8 +40,8 @@ from pathlib import Path
 from typing import Any
 
 from adk_fastcompact._tooling import bench_store
+from adk_fastcompact._tooling.bench_options import POSTGRES_ENV
 
-POSTGRES_ENV = "ADK_FASTCOMPACT_POSTGRES_URL"
 SETTINGS = ["--interval", "3", "--overlap", "1"]
 
 

@@ -17,7 +17,7 @@ from adk_fastcompact._tooling import cli as _cli
 from adk_fastcompact._tooling import e2e as _e2e
 from adk_fastcompact._tooling import e2e_app as _e2e_app
 from adk_fastcompact._tooling.bench import BenchmarkMismatchError
-from adk_fastcompact._tooling.e2e_stores import LOCAL_SERVICES, POSTGRES_ENV
+from adk_fastcompact._tooling.bench_options import LOCAL_SERVICES, POSTGRES_ENV
 from google.adk.models.llm_request import LlmRequest
 from google.adk.models.llm_response import LlmResponse
 from google.genai import types

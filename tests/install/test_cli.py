@@ -143,3 +143,30 @@ def test_the_panels_need_two_points_on_a_line() -> None:
     two = [("warm", "sliding_window", n) for n in (1000, 2000)]
     assert panels([*two, ("turn", "turn_overhead", 50)]) == ["warm"]
     assert panels([*two, *(("turn", "turn_overhead", t) for t in (50, 100))]) == ["warm", "turn"]
+
+
+#: What the arguments and every --help page must not load: google-adk (and
+#: google-genai and pydantic under it), a second or two on import, and rich.
+HEAVY = ("google.adk", "google.genai", "pydantic", "rich")
+
+
+def test_parsing_the_arguments_imports_nothing_heavy() -> None:
+    """`adk-fastcompact --help`, `bench --help` and `audit --help` answer at
+    once: the parser's choices and defaults come from light modules
+    (`bench_options`), and google-adk loads only when a command runs. (The
+    parser imported the bench and e2e modules for them: 2 s per --help.)"""
+    script = (
+        "import contextlib, io, json, sys\n"
+        "from adk_fastcompact._tooling import cli\n"
+        "parser = cli._parser()\n"
+        "parser.parse_args(['bench', '--sizes', '120', '--regimes', 'cold,e2e'])\n"
+        "for argv in (['--help'], ['bench', '--help'], ['audit', '--help']):\n"
+        "    with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
+        "        parser.parse_args(argv)\n"
+        f"print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=240, check=False
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert json.loads(done.stdout) == []

@@ -35,13 +35,31 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .bench_options import (
+    ALL_OPS,
+    DEFAULT_SIZES,
+    DEFAULT_TURNS,
+    E2E_DEFAULT_SIZES,
+    E2E_DEFAULT_TURNS,
+    E2E_DEFAULT_WARMUP,
+    E2E_REGIME,
+    HEADLINE,
+    POSTGRES_ENV,
+    REGIMES,
+    SERVICES,
+    WINDOW,
+)
+from .bench_report import total_declines
 from .cli_args import count, error_line, positive_int
 from .cli_audit import audit_merge_main, audit_parser, run_audit_command
 
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from .bench import MemoryRow, Row
+    from .bench_report import MemoryRow, Row
+
+# Parsing the arguments (and --help) reads only the light modules above:
+# google-adk, google-genai and pydantic load when a command runs.
 
 # rich is the `cli` extra's: the runtime never imports it, so this module
 # imports it where it draws (`main` checks for it first).
@@ -74,12 +92,7 @@ def _names(known: Sequence[str]) -> Callable[[str], list[str]]:
 
 
 def _parser(prog: str = PROG) -> argparse.ArgumentParser:
-    from . import e2e
-    from .bench import ALL_OPS, DEFAULT_SIZES, DEFAULT_TURNS, REGIMES
-    from .e2e_stores import POSTGRES_ENV, SERVICES
-    from .simulate import WINDOW
-
-    all_regimes = (*REGIMES, e2e.REGIME)
+    all_regimes = (*REGIMES, E2E_REGIME)
 
     parser = argparse.ArgumentParser(
         prog=prog,
@@ -111,7 +124,7 @@ def _parser(prog: str = PROG) -> argparse.ArgumentParser:
         help=(
             "session sizes in events (default: "
             f"{','.join(map(str, DEFAULT_SIZES))} for cold and warm, "
-            f"{','.join(map(str, e2e.DEFAULT_SIZES))} for e2e)"
+            f"{','.join(map(str, E2E_DEFAULT_SIZES))} for e2e)"
         ),
     )
     bench.add_argument(
@@ -169,16 +182,16 @@ def _parser(prog: str = PROG) -> argparse.ArgumentParser:
     e2e_group.add_argument(
         "--e2e-turns",
         type=positive_int,
-        default=e2e.DEFAULT_TURNS,
+        default=E2E_DEFAULT_TURNS,
         metavar="N",
-        help=f"timed turns per side, service and size (default: {e2e.DEFAULT_TURNS})",
+        help=f"timed turns per side, service and size (default: {E2E_DEFAULT_TURNS})",
     )
     e2e_group.add_argument(
         "--e2e-warmup",
         type=count,
-        default=e2e.DEFAULT_WARMUP,
+        default=E2E_DEFAULT_WARMUP,
         metavar="N",
-        help=f"untimed turns per side first (default: {e2e.DEFAULT_WARMUP})",
+        help=f"untimed turns per side first (default: {E2E_DEFAULT_WARMUP})",
     )
     bench.add_argument(
         "--seed", type=int, default=0, metavar="S", help="session and script seed (default: 0)"
@@ -238,8 +251,6 @@ def declines_warning(rows: Sequence[Row]) -> str | None:
     same, but the row's Rust time is then partly Python's, and its speed-up
     understates the Rust core's (or hides that it was not used at all).
     """
-    from .bench import total_declines
-
     total = total_declines(rows)
     if not total:
         return None
@@ -254,9 +265,6 @@ def declines_warning(rows: Sequence[Row]) -> str | None:
 
 def _table(rows: Sequence[Row]) -> Table:
     from rich.table import Table
-
-    from .bench import HEADLINE
-    from .simulate import WINDOW
 
     turns = any("turn" in row for row in rows)
     regimes = {row["regime"] for row in rows}
@@ -355,21 +363,14 @@ def _bench(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from . import e2e
-    from .bench import (
-        DEFAULT_SIZES,
-        TURN_OP,
-        BenchmarkMismatchError,
-        Report,
-        measured_family,
-        run_bench,
-        select,
-    )
+    from .bench import BenchmarkMismatchError, Report, measured_family, run_bench
+    from .bench_options import TURN_OP, select
 
     stderr = Console(stderr=True)
     given = None if args.sizes is None else [size for sizes in args.sizes for size in sizes]
-    regimes = [regime for regime in args.regimes if regime != e2e.REGIME]
-    run_e2e = e2e.REGIME in args.regimes
-    e2e_sizes = given or list(e2e.DEFAULT_SIZES)
+    regimes = [regime for regime in args.regimes if regime != E2E_REGIME]
+    run_e2e = E2E_REGIME in args.regimes
+    e2e_sizes = given or list(E2E_DEFAULT_SIZES)
     url = e2e.database_url(args.database_url)
     skipped: list[str] = []
     if args.services is not None:

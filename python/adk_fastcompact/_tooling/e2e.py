@@ -71,7 +71,12 @@ from google.adk.sessions.in_memory_session_service import InMemorySessionService
 from google.adk.sessions.session import Session
 
 from .. import _native, _patch
-from .bench import BenchmarkMismatchError
+from .bench_options import E2E_DEFAULT_SIZES as DEFAULT_SIZES
+from .bench_options import E2E_DEFAULT_TURNS as DEFAULT_TURNS
+from .bench_options import E2E_DEFAULT_WARMUP as DEFAULT_WARMUP
+from .bench_options import E2E_REGIME as REGIME
+from .bench_options import LOCAL_SERVICES, POSTGRES_ENV, SERVICES
+from .bench_report import BenchmarkMismatchError
 from .e2e_app import (
     APP_NAME,
     OTHER,
@@ -86,26 +91,12 @@ from .e2e_app import (
     run_turn,
     snapshot_request,
 )
-from .e2e_stores import LABELS, LOCAL_SERVICES, POSTGRES_ENV, SERVICES, Store, unavailable
+from .e2e_stores import LABELS, Store, unavailable
 from .simulate import no_gc
 
 if TYPE_CHECKING:
     # The `cli` extra's: only `e2e_table` draws.
     from rich.table import Table
-
-REGIME = "e2e"
-
-DEFAULT_SIZES: tuple[int, ...] = (2_000,)
-"""Session sizes (events) of the default run; 10,000 and more a flag away."""
-
-DEFAULT_TURNS = 5
-"""Timed turns per side, service and size."""
-
-DEFAULT_WARMUP = 2
-"""Untimed turns per side before the timed ones: two, as the SQL services'
-row memo decodes a stored row twice before it answers it from memory
-(docs/session-load.md), so the timed turns are the steady state a long
-session's turns are in."""
 
 SIDES = ("python", "rust")
 

@@ -41,16 +41,8 @@ from google.adk.sessions.base_session_service import BaseSessionService
 from google.adk.sessions.in_memory_session_service import InMemorySessionService
 from google.adk.sessions.sqlite_session_service import SqliteSessionService
 
+from .bench_options import POSTGRES_ENV, SERVICES
 from .e2e_app import APP_NAME, SESSION_ID, USER_ID
-
-SERVICES: tuple[str, ...] = ("memory", "sqlite", "database", "postgres")
-"""Every service the regime knows, in report order."""
-
-LOCAL_SERVICES: tuple[str, ...] = ("memory", "sqlite", "database")
-"""The services that need nothing but this process and a temporary folder."""
-
-POSTGRES_ENV = "ADK_FASTCOMPACT_POSTGRES_URL"
-"""Where the PostgreSQL URL is read from when none is given."""
 
 LABELS = {
     "memory": "InMemorySessionService",

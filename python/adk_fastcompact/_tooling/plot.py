@@ -6,13 +6,14 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .bench_options import SIZED_REGIMES as _SIZED
+
 if TYPE_CHECKING:
-    from .bench import Report, Row
+    from .bench_report import Report, Row
 
 SIZE_OPS = ("process+recover", "sliding_window", "token_threshold")
 """The operations drawn against session size (in the cold and warm panels)."""
 
-_SIZED = ("cold", "warm")
 _TURN = "turn"
 _COLORS = {"python": "tab:blue", "rust": "tab:orange"}
 _DECLINED = "tab:red"
@@ -77,7 +78,7 @@ def plot(report: Report, path: Path) -> list[str]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from .bench import total_declines
+    from .bench_report import total_declines
 
     rows = report.rows
     regimes = [r for r in _SIZED if r in drawn]

@@ -83,6 +83,8 @@ from google.adk.events.event import Event
 from google.adk.events.event_actions import EventActions, EventCompaction
 from google.genai import types
 
+from .bench_options import MIN_DUE_EVENTS
+
 AGENT_NAME = "assistant"
 """Author of the model and tool-response events."""
 
@@ -573,10 +575,6 @@ def build_session(n_events: int, seed: int = 0) -> list[Event]:
         ValueError: If `n_events` is negative.
     """
     return _build(n_events, seed).events
-
-
-MIN_DUE_EVENTS = 20
-"""The smallest size `build_due_session` accepts."""
 
 
 def build_due_session(n_events: int, seed: int = 0) -> list[Event]:

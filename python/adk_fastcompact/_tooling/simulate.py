@@ -80,15 +80,6 @@ from .sessions import (
 APP_NAME = "fastcompact_bench"
 USER_ID = "user"
 
-DEFAULT_CHECKPOINTS: tuple[int, ...] = (50, 100, 250, 500)
-"""Turns at which the turn regime reports, by default."""
-
-WINDOW = 12
-"""Turns averaged per checkpoint: the checkpoint and the 11 before it.
-
-A multiple of the compaction interval, so each average holds the same share
-of turns that end in a summary."""
-
 _GC_EVERY = 10  # Turns between the garbage collections the turns skip.
 
 
