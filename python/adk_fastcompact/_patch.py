@@ -391,7 +391,7 @@ def _hook_session_copies() -> None:
             return copied
 
     carry_names(__deepcopy__, inherited)
-    Session.__deepcopy__ = __deepcopy__  # type: ignore[method-assign]
+    Session.__deepcopy__ = __deepcopy__  # type: ignore[method-assign,assignment]
     hooked_as(Session, "__deepcopy__", inherited, __deepcopy__)
     undo_event = _bind_event_copier()
 

@@ -14,9 +14,10 @@ exact mode").
 (`hook`): each call is an invocation of one session (`app_name`,
 `user_id`, `session_id`), entered here at its generator's first step with
 the clock reading then (every event it makes is stamped at or after it)
-and left when the generator finishes, fails, is cancelled or is closed. A
-wrong call raises google-adk's `TypeError` at the call and enters nothing. While the invocation's own code runs (and in the tasks it starts),
-`_current` names its entry, so a compaction it makes does not count itself.
+and left when the generator finishes, fails, is cancelled or is closed
+(a wrong call raises google-adk's `TypeError` at the call and enters
+nothing). While the invocation's own code runs (and in the tasks it
+starts), `_current` names its entry, so a compaction it makes does not count itself.
 
 Another clock (another replica's, or a stamp the application sets) may
 stamp an event stored after the compaction behind this process's clock:
