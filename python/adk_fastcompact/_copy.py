@@ -5,7 +5,10 @@ does not bind to its instance: `copy.deepcopy(event)` calls
 `event.__deepcopy__(memo)`, so the class needs a Python function (bound as
 a method) calling it. The native copier recognises this function as its
 own: a model whose class has it is copied inline, like one whose class has
-pydantic's or google-adk's copier (see docs/session-copy.md).
+pydantic's or google-adk's copier (see docs/session-copy.md). So it must
+stay this very object: `install()` gives it google-adk's names in place
+(`_patch.carry_names`; its parameters are google-adk's already), and it
+keeps them once given.
 """
 
 from __future__ import annotations

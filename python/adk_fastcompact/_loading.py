@@ -84,19 +84,29 @@ def _stored_event_class(event_class: Any) -> Any:
     made = _stored_classes.get(event_class)
     if made is not None:
         return made
+    from ._patch import carry_names
+
     decode = event_class.model_validate_json
 
+    # google-adk's Event, whose `model_validate_json` of one stored row is
+    # answered through the row memo. It stands where `Event` stood, so it
+    # carries its names and docstring (pydantic's JSON schema reads the
+    # docstring); its `model_validate_json` carries pydantic's names and
+    # signature (`__wrapped__`), which it overrides, and hands any call but
+    # the one of a row (a wrong one too: pydantic's binding raises its
+    # `TypeError`) to pydantic's.
     class StoredEvent(event_class):  # type: ignore[misc,valid-type]
-        """google-adk's Event, whose `model_validate_json` of one stored
-        row is answered through the row memo."""
-
         @classmethod
-        def model_validate_json(cls, json_data: Any, **kwargs: Any) -> Any:  # type: ignore[override]
-            if kwargs:
-                return decode(json_data, **kwargs)
-            return _native.stored_event(json_data, decode, _copy, same)
+        def model_validate_json(cls, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+            if kwargs or len(args) != 1:
+                return decode(*args, **kwargs)
+            return _native.stored_event(args[0], decode, _copy, same)
 
-    StoredEvent.__name__ = StoredEvent.__qualname__ = event_class.__name__
+    validate = vars(StoredEvent)["model_validate_json"].__func__
+    carry_names(validate, decode.__func__)
+    validate.__wrapped__ = decode.__func__
+    for name in ("__name__", "__qualname__", "__module__", "__doc__"):
+        setattr(StoredEvent, name, getattr(event_class, name))
     _stored_classes[event_class] = StoredEvent
     return StoredEvent
 
@@ -120,8 +130,17 @@ def hook_sqlite() -> Callable[[], None] | None:
             " (its rows are not decoded by one Event.model_validate_json call)"
         )
         return None
+    from ._patch import hooked_as
+
     StoredEvent = _stored_event_class(Event)
     module.Event = StoredEvent
+    hooked_as(module, "Event", Event, StoredEvent)
+    hooked_as(
+        StoredEvent,
+        "model_validate_json",
+        Event.model_validate_json,
+        StoredEvent.model_validate_json,
+    )
 
     def undo() -> None:
         if module.__dict__.get("Event") is StoredEvent:
@@ -162,6 +181,8 @@ def hook_database() -> Callable[[], None] | None:
     """
     import contextvars
     import json
+
+    from ._patch import carry_names, hooked_as, same_parameters
 
     try:
         from google.adk.sessions import database_session_service as dss
@@ -229,19 +250,33 @@ def hook_database() -> Callable[[], None] | None:
         stand_ins = [(loaded(row, dialect),) for row in rows]
         return IteratorResult(SimpleResultMetaData(["StorageEvent"]), iter(stand_ins))
 
-    async def get_session(self: Any, **kwargs: Any) -> Any:
+    # google-adk's parameters, so that a wrong call raises its `TypeError`
+    # at the call, as its coroutine function does (checked below), under
+    # its names (`carry_names`).
+    async def get_session(
+        self: Any, *, app_name: Any, user_id: Any, session_id: Any, config: Any = None
+    ) -> Any:
         token = active.set(True)
         try:
-            return await original(self, **kwargs)
+            return await original(
+                self, app_name=app_name, user_id=user_id, session_id=session_id, config=config
+            )
         finally:
             active.reset(token)
 
-    get_session.__doc__ = original.__doc__
+    if not same_parameters(get_session, original):
+        logger.info(
+            "adk_fastcompact: DatabaseSessionService.get_session left as it is"
+            " (its parameters are not the ones this hook takes)"
+        )
+        return None
+    carry_names(get_session, original)
     get_session.__wrapped__ = original  # type: ignore[attr-defined]
     global listener
     event.listen(OrmSession, "do_orm_execute", on_execute)
     listener = on_execute
     service.get_session = get_session
+    hooked_as(service, "get_session", original, get_session)
 
     def undo() -> None:
         global listener

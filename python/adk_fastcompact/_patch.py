@@ -13,6 +13,7 @@ replacement too.
 from __future__ import annotations
 
 import importlib
+import inspect
 import sys
 import threading
 import types
@@ -203,23 +204,60 @@ def as_replaced(new: Callable[..., Any], original: Callable[..., Any]) -> Callab
     the object is found (pickle, a span's code namespace); what tells our
     code from google-adk's is the code's file (`_reference.ours`).
     """
-    names: dict[str, Any] = {"co_name": original.__code__.co_name}
-    if sys.version_info >= (3, 11):
-        names["co_qualname"] = original.__code__.co_qualname
     fn = types.FunctionType(
-        new.__code__.replace(**names),
+        new.__code__,
         new.__globals__,
-        original.__name__,
+        new.__name__,
         new.__defaults__,
         new.__closure__,
     )
     fn.__kwdefaults__ = new.__kwdefaults__
+    fn.__annotations__ = dict(new.__annotations__)
+    fn.__dict__.update(new.__dict__)
+    return carry_names(fn, original)
+
+
+def carry_names(fn: Any, original: Any) -> Any:
+    """Gives the function `fn` itself (not a copy, see `as_replaced`)
+    `original`'s name, qualified name, module and docstring, its code's
+    names included; returns `fn`. For a hook whose function must stay the
+    object it is (`_copy.deep_copy_model`, which the native copier
+    recognises by identity) or is made fresh by each install."""
+    code = getattr(original, "__code__", None)
+    if code is not None:
+        names: dict[str, Any] = {"co_name": code.co_name}
+        if sys.version_info >= (3, 11):
+            names["co_qualname"] = code.co_qualname
+        fn.__code__ = fn.__code__.replace(**names)
+    fn.__name__ = original.__name__
     fn.__qualname__ = original.__qualname__
     fn.__module__ = original.__module__
     fn.__doc__ = original.__doc__
-    fn.__annotations__ = dict(new.__annotations__)
-    fn.__dict__.update(new.__dict__)
     return fn
+
+
+def same_parameters(first: Callable[..., Any], second: Callable[..., Any]) -> bool:
+    """Whether two functions take the same parameters (names, kinds and
+    defaults; annotations aside), so that a call binds to both alike and a
+    wrong one raises the same `TypeError` (under the same names)."""
+
+    def shape(fn: Callable[..., Any]) -> list[tuple[str, Any, Any]]:
+        params = inspect.signature(fn, follow_wrapped=False).parameters.values()
+        return [(p.name, p.kind, p.default) for p in params]
+
+    return shape(first) == shape(second)
+
+
+#: `(owner, attribute, what it held before, what install() set)` of every
+#: hook `install()` made beyond the rebindings of `_patched` and
+#: `_scans.bound` (a class's method, a module's class), while it is made:
+#: each hook records itself (`hooked_as`), `unpatch` clears it.
+hooked: list[tuple[Any, str, Any, Any]] = []
+
+
+def hooked_as(owner: Any, attr: str, original: Any, replacement: Any) -> None:
+    """Records a hook in `hooked`."""
+    hooked.append((owner, attr, original, replacement))
 
 
 # (mode, our name) -> what install() binds, made once (see `replacement`).
@@ -330,12 +368,31 @@ def _hook_session_copies() -> None:
     native = _native_copier(inherited)
     copier = inherited if native is None else native
 
-    def __deepcopy__(self: Any, memo: dict[int, Any] | None = None) -> Any:
-        copied = copier(self, memo)
-        _native.index_copied(self.__dict__.get("events"), copied.__dict__.get("events"), copied)
-        return copied
+    # Under the names of the copier it replaces (google-adk's
+    # `deep_copy_model(model, memo)`, or pydantic's inherited
+    # `BaseModel.__deepcopy__(self, memo)`, which `Session.__deepcopy__`
+    # resolved to: there the class gets an attribute of its own, named for
+    # what it overrides), with its parameters, so that a wrong call raises
+    # the replaced copier's `TypeError`.
+    if next(iter(inspect.signature(inherited).parameters)) == "self":
 
-    Session.__deepcopy__ = __deepcopy__  # type: ignore[method-assign]
+        def __deepcopy__(self: Any, memo: dict[int, Any] | None = None) -> Any:
+            copied = copier(self, memo)
+            _native.index_copied(self.__dict__.get("events"), copied.__dict__.get("events"), copied)
+            return copied
+
+    else:
+
+        def __deepcopy__(model: Any, memo: dict[int, Any] | None = None) -> Any:  # type: ignore[misc]
+            copied = copier(model, memo)
+            _native.index_copied(
+                model.__dict__.get("events"), copied.__dict__.get("events"), copied
+            )
+            return copied
+
+    carry_names(__deepcopy__, inherited)
+    Session.__deepcopy__ = __deepcopy__  # type: ignore[method-assign,assignment]
+    hooked_as(Session, "__deepcopy__", inherited, __deepcopy__)
     undo_event = _bind_event_copier()
 
     def undo() -> None:
@@ -397,7 +454,11 @@ def _bind_event_copier() -> Callable[[], None]:
     own = Event.__dict__.get("__deepcopy__", _MISSING)
     if _native_copier(own) is None:
         return lambda: None
+    # The very function (the native copier knows it by identity), under
+    # google-adk's names: `deep_copy_model(model, memo)`, which it replaces.
+    carry_names(_copy.deep_copy_model, own)
     Event.__deepcopy__ = _copy.deep_copy_model  # type: ignore[method-assign,assignment]
+    hooked_as(Event, "__deepcopy__", own, _copy.deep_copy_model)
 
     def undo() -> None:
         if Event.__dict__.get("__deepcopy__") is _copy.deep_copy_model:
@@ -423,6 +484,7 @@ def unpatch() -> None:
     with _lock:
         while _undo:
             _undo.pop()()
+        hooked.clear()
         replacements = {id(new) for new in _bound.values()}
         while _patched:
             module, attr, original = _patched.pop()

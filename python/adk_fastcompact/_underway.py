@@ -12,11 +12,12 @@ exact mode").
 
 `install(mode="exact")` wraps `Runner.run_async` and `Runner.run_live`
 (`hook`): each call is an invocation of one session (`app_name`,
-`user_id`, `session_id`), entered
-here with the clock reading at its start (every event it makes is stamped
-at or after it) and left when the call's generator finishes, fails or is
-closed. While the invocation's own code runs (and in the tasks it starts),
-`_current` names its entry, so a compaction it makes does not count itself.
+`user_id`, `session_id`), entered here at its generator's first step with
+the clock reading then (every event it makes is stamped at or after it)
+and left when the generator finishes, fails, is cancelled or is closed
+(a wrong call raises google-adk's `TypeError` at the call and enters
+nothing). While the invocation's own code runs (and in the tasks it
+starts), `_current` names its entry, so a compaction it makes does not count itself.
 
 Another clock (another replica's, or a stamp the application sets) may
 stamp an event stored after the compaction behind this process's clock:
@@ -132,61 +133,159 @@ def running() -> int:
         return sum(len(entries) for entries in _running.values())
 
 
+async def _invocation(key: tuple[Any, Any, Any], inner: Any) -> AsyncGenerator[Any, None]:
+    """The events of `inner` (an invocation's async generator, not started),
+    the invocation entered as under way from its first step until it
+    finishes, fails, is cancelled or is closed. Closing this generator
+    before its first step enters nothing."""
+    entry = _begin(key)
+    try:
+        while True:
+            token = _current.set(entry)
+            try:
+                event = await inner.__anext__()
+            except StopAsyncIteration:
+                return
+            finally:
+                _current.reset(token)
+            yield event
+    finally:
+        # Closing it early runs its remaining code (google-adk's
+        # post-invocation compaction among it) as this invocation's.
+        token = _current.set(entry)
+        try:
+            await inner.aclose()
+        finally:
+            _current.reset(token)
+            _end(entry)
+
+
+def _run_async(original: Callable[..., Any]) -> Callable[..., Any]:
+    """`Runner.run_async` tracked. An async generator function with
+    google-adk's parameters: a wrong call raises google-adk's `TypeError` at
+    the call (where an async generator function binds its arguments), before
+    anything is entered."""
+
+    async def run_async(
+        self: Any,
+        *,
+        user_id: Any,
+        session_id: Any,
+        invocation_id: Any = None,
+        new_message: Any = None,
+        state_delta: Any = None,
+        run_config: Any = None,
+        yield_user_message: Any = False,
+        abort_signal: Any = None,
+    ) -> AsyncGenerator[Any, None]:
+        inner = original(
+            self,
+            user_id=user_id,
+            session_id=session_id,
+            invocation_id=invocation_id,
+            new_message=new_message,
+            state_delta=state_delta,
+            run_config=run_config,
+            yield_user_message=yield_user_message,
+            abort_signal=abort_signal,
+        )
+        events = _invocation((getattr(self, "app_name", None), user_id, session_id), inner)
+        try:
+            async for event in events:
+                yield event
+        finally:
+            await events.aclose()
+
+    return run_async
+
+
+def _run_live(original: Callable[..., Any]) -> Callable[..., Any]:
+    """`Runner.run_live` tracked, as `_run_async` tracks `run_async`."""
+
+    async def run_live(
+        self: Any,
+        *,
+        user_id: Any = None,
+        session_id: Any = None,
+        live_request_queue: Any,
+        run_config: Any = None,
+        session: Any = None,
+    ) -> AsyncGenerator[Any, None]:
+        inner = original(
+            self,
+            user_id=user_id,
+            session_id=session_id,
+            live_request_queue=live_request_queue,
+            run_config=run_config,
+            session=session,
+        )
+        key = (
+            getattr(self, "app_name", None),
+            user_id or getattr(session, "user_id", None),
+            session_id or getattr(session, "id", None),
+        )
+        events = _invocation(key, inner)
+        try:
+            async for event in events:
+                yield event
+        finally:
+            await events.aclose()
+
+    return run_live
+
+
 def _tracked(original: Callable[..., Any]) -> Callable[..., Any]:
     """`original` (a Runner method returning an async generator of one
-    invocation's events, keyed by `user_id` and `session_id` or a `session`)
-    entered as an invocation under way for as long as its generator runs."""
+    invocation's events, keyed by `user_id` and `session_id` or a
+    `session`) tracked, for parameters `_run_async` and `_run_live` do not
+    take: a plain function, which calls `original` at the call (so that a
+    wrong call raises its `TypeError` there) and returns its events through
+    `_invocation` (`inspect.isasyncgenfunction` no longer says True)."""
 
     @functools.wraps(original)
-    async def tracked(self: Any, *args: Any, **kwargs: Any) -> AsyncGenerator[Any, None]:
+    def tracked(self: Any, *args: Any, **kwargs: Any) -> AsyncGenerator[Any, None]:
+        inner = original(self, *args, **kwargs)
         session = kwargs.get("session")
         key = (
             getattr(self, "app_name", None),
             kwargs.get("user_id") or getattr(session, "user_id", None),
             kwargs.get("session_id") or getattr(session, "id", None),
         )
-        entry = _begin(key)
-        inner = original(self, *args, **kwargs)
-        try:
-            while True:
-                token = _current.set(entry)
-                try:
-                    event = await inner.__anext__()
-                except StopAsyncIteration:
-                    return
-                finally:
-                    _current.reset(token)
-                yield event
-        finally:
-            # Closing it early runs its remaining code (google-adk's
-            # post-invocation compaction among it) as this invocation's.
-            token = _current.set(entry)
-            try:
-                await inner.aclose()
-            finally:
-                _current.reset(token)
-                _end(entry)
+        return _invocation(key, inner)
 
     return tracked
 
 
-#: The Runner methods that run one invocation of a session.
-_ENTRY_POINTS = ("run_async", "run_live")
+#: The Runner methods that run one invocation of a session, and what
+#: tracks each with google-adk's parameters.
+_ENTRY_POINTS: dict[str, Callable[[Callable[..., Any]], Callable[..., Any]]] = {
+    "run_async": _run_async,
+    "run_live": _run_live,
+}
 
 
 def hook() -> Callable[[], None]:
     """Wraps `Runner.run_async` and `Runner.run_live` so that each call is
-    entered as an invocation under way for as long as its generator runs;
-    returns what undoes it."""
+    entered as an invocation under way for as long as its generator runs,
+    under the replaced method's names (`_patch.carry_names`); returns what
+    undoes it."""
     from google.adk.runners import Runner
 
+    from ._patch import carry_names, hooked_as, same_parameters
+
     done: list[tuple[str, Any, Any]] = []
-    for name in _ENTRY_POINTS:
+    for name, track in _ENTRY_POINTS.items():
         original = Runner.__dict__.get(name)
         if original is None:
             continue
-        wrapper = _tracked(original)
+        wrapper = track(original)
+        if same_parameters(wrapper, original):
+            carry_names(wrapper, original)
+            wrapper.__wrapped__ = original  # type: ignore[attr-defined]
+        else:
+            wrapper = _tracked(original)
         setattr(Runner, name, wrapper)
+        hooked_as(Runner, name, original, wrapper)
         done.append((name, original, wrapper))
 
     def undo() -> None:

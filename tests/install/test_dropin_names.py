@@ -1,14 +1,18 @@
 """Every binding `install()` makes answers to google-adk's names: the
-replacements of `_patch` and the native drop-ins of `_scans` carry the
-replaced function's `__name__`, `__qualname__`, `__module__` and `__doc__`,
-and a wrong call raises google-adk's own `TypeError`, word for word.
+replacements of `_patch`, the native drop-ins of `_scans` and the hooks
+(`Session.__deepcopy__`, `Event.__deepcopy__`, the session services'
+loads, exact mode's `Runner.run_async` / `run_live`) carry the replaced
+function's `__name__`, `__qualname__`, `__module__` and `__doc__`, are the
+same kind of function, and a wrong call raises google-adk's own
+`TypeError`, word for word, at the call.
 
 The bindings are read from what `install()` records (`_patch._patched`,
-`_scans.bound`), never from a list kept here, so a drop-in added later is
-checked too."""
+`_scans.bound`, `_patch.hooked`), never from a list kept here, so a
+drop-in or hook added later is checked too."""
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import pickle
 from collections.abc import Callable, Iterator
@@ -45,19 +49,49 @@ def _where(holder: Any, attr: str) -> str:
     return f"{owner}.{attr}"
 
 
+def _hooks() -> list[tuple[str, Any, Any]]:
+    """`(where, what install() set, what it replaced)` of every hook
+    `install()` recorded in `_patch.hooked` (methods it set on google-adk's
+    and pydantic's classes, a class it set in a module), each checked to
+    be still in place."""
+    found = []
+    for owner, attr, original, replacement in _patch.hooked:
+        held = getattr(owner, attr)
+        # A method reads as its function, a classmethod as its binding.
+        assert held is replacement or held == replacement, _where(owner, attr)
+        found.append((_where(owner, attr), replacement, original))
+    return found
+
+
+def _callables(found: list[tuple[str, Any, Any]]) -> list[tuple[str, Any, Any]]:
+    """The bindings and hooks that are functions (a class stands in for
+    google-adk's class, whose calls are its constructor's)."""
+    return [
+        (where, bound, original)
+        for where, bound, original in found
+        if callable(bound) and not isinstance(bound, type)
+    ]
+
+
 @pytest.fixture(params=MODES)
 def bindings(request: pytest.FixtureRequest) -> Iterator[list[tuple[str, Any, Any]]]:
-    """`(where, bound object, google-adk's function)` of every binding
-    `install(mode)` made."""
+    """`(where, bound object, google-adk's function)` of every binding and
+    hook `install(mode)` made."""
     assert fc.install(request.param) is True
     records = [*_patch._patched, *_scans.bound]
     found = [(_where(holder, attr), _bound(holder, attr), orig) for holder, attr, orig in records]
+    found += _hooks()
     assert found, "install() recorded no binding"
     assert any(where.endswith("._should_include_event_in_context") for where, _, _ in found)
     assert any(where.endswith("._find_active_task_scope") for where, _, _ in found)
     assert any(where.endswith("._find_unresolved_task_delegations") for where, _, _ in found)
+    assert any(where.endswith("Session.__deepcopy__") for where, _, _ in found)
+    assert any(where.endswith("DatabaseSessionService.get_session") for where, _, _ in found)
+    if request.param == "exact":
+        assert any(where.endswith("Runner.run_async") for where, _, _ in found)
     yield found
     fc.uninstall()
+    assert _patch.hooked == []
 
 
 def _error(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
@@ -69,7 +103,7 @@ def _error(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
         return str(error)
     if inspect.iscoroutine(result):
         result.close()
-    return f"no TypeError: {result!r}"
+    return f"no TypeError: {type(result).__name__}"
 
 
 def test_every_binding_carries_the_replaced_names(bindings: list[tuple[str, Any, Any]]) -> None:
@@ -92,14 +126,29 @@ def test_every_binding_reads_as_the_replaced_signature(
     assert wrong == []
 
 
+def test_every_binding_is_the_replaced_kind_of_function(
+    bindings: list[tuple[str, Any, Any]],
+) -> None:
+    """A coroutine function stays one, an async generator function too
+    (code that picks how to call a callable asks `inspect`)."""
+    kinds = (inspect.iscoroutinefunction, inspect.isasyncgenfunction, inspect.isclass)
+    wrong = [
+        (where, kind.__name__)
+        for where, bound, original in bindings
+        for kind in kinds
+        if kind(bound) != kind(original)
+    ]
+    assert wrong == []
+
+
 def test_a_wrong_call_raises_google_adks_type_error(
     bindings: list[tuple[str, Any, Any]],
 ) -> None:
     wrong = []
-    for where, bound, original in bindings:
-        first = next(iter(inspect.signature(original).parameters))
+    for where, bound, original in _callables(bindings):
+        params = inspect.signature(original).parameters
         # A value for the first parameter given twice.
-        repeated = ((None,), {first: None})
+        repeated = ((None,), {next(iter(params)): None}) if params else ((), {})
         for args, kwargs in (*WRONG_CALLS, repeated):
             ours, theirs = _error(bound, args, kwargs), _error(original, args, kwargs)
             if ours != theirs:
@@ -107,12 +156,28 @@ def test_a_wrong_call_raises_google_adks_type_error(
     assert wrong == []
 
 
+def _function(fn: Any) -> Any:
+    """A bound method's function (a classmethod's binding is made anew at
+    every attribute read), anything else itself."""
+    return getattr(fn, "__func__", fn)
+
+
 def test_every_binding_pickles_by_its_name(
     bindings: list[tuple[str, Any, Any]],
 ) -> None:
     # `__module__` and `__qualname__` together say where the object is
-    # found, as they do for google-adk's function.
-    for where, bound, _ in bindings:
+    # found, as they do for google-adk's function. A hook that replaced a
+    # function held under another name (a class's `__deepcopy__` is
+    # google-adk's `deep_copy_model`, a classmethod pydantic's, the
+    # session service's `Event` google-adk's) names the function it
+    # replaced, as `functools.wraps` would: pickle finds that one there, and
+    # refuses to pickle the hook by it.
+    for where, bound, original in bindings:
+        found: Any = importlib.import_module(bound.__module__)
+        for part in bound.__qualname__.split("."):
+            found = getattr(found, part)
+        if _function(found) is _function(original) is not _function(bound):
+            continue
         assert pickle.loads(pickle.dumps(bound)) is bound, where
 
 
