@@ -829,6 +829,7 @@ def test_a_service_exported_then_audited(
         (["--export", out, "--app", "a"], "go together"),
         ([out, "--service", "audited_service:make", "--export", out, "--app", "a"], "not both"),
         (["--service", "audited_service:saved", "--export", out, "--app", "a"], "no attribute"),
+        (["--service", "audited_service:make", "--export", out, "--app", "a"], "gave no session"),
         ([], "give a STORE"),
     ]
     for bad, message in cases:

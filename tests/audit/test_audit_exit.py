@@ -162,6 +162,19 @@ def test_settings_reproducing_few_compactions_are_warned_about(store: Path) -> N
     assert report["warnings"] == [] and "warning" not in err
 
 
+def test_a_report_from_before_warnings_still_merges(store: Path, tmp_path: Path) -> None:
+    # A report written before `warnings` existed merges; the merged report
+    # says its warnings again, worked out from its sessions.
+    status, report, _ = json_run(store, "--interval", "3", "--overlap", "1")
+    (warning,) = report.pop("warnings")
+    part = tmp_path / "before.json"
+    part.write_text(json.dumps(report))
+    status, out, err = run_cli(["audit", "merge", str(part)])
+    assert status == 1, err
+    assert json.loads(out)["warnings"] == [warning]
+    assert f"warning: {warning}" in " ".join(err.split())
+
+
 @pytest.mark.adk_2_13("exact mode")
 def test_an_exact_mode_store_s_summary_says_what_is_true(tmp_path: Path) -> None:
     db = tmp_path / "exact.db"
