@@ -294,7 +294,10 @@ def test_a_bad_export_line_is_reported_and_the_scan_goes_on(
         ("b", "s2"),
         ("?", "line 5"),
     ]
+    # Sessions that cannot be read make the status 2, unless allowed.
     code, report = audit(path, *settings_args(CLEAN), capsys=capsys)
+    assert code == 2
+    code, report = audit(path, *settings_args(CLEAN), "--allow-unreadable", capsys=capsys)
     assert code == 0
     assert [s.get("declined", "")[:7] for s in report["sessions"]] == [
         "",
@@ -607,7 +610,10 @@ def test_a_malformed_row_is_reported_and_its_session_skipped(
     before = file_bytes(db)
     code, report = audit(db, *settings_args(TIED), capsys=capsys)
     assert file_bytes(db) == before
-    assert code == 1
+    # A session that cannot be read makes the status 2 whatever else is
+    # found; allowed, the hidden events make it 1.
+    assert code == 2
+    assert audit(db, *settings_args(TIED), "--allow-unreadable", capsys=capsys)[0] == 1
     first, copy = report["sessions"]
     assert copy["session_id"] == "copy" and set(copy) == {
         "app_name",
@@ -634,10 +640,11 @@ def test_the_json_report_shape(stores: dict[str, Any], capsys: pytest.CaptureFix
         "shard",
         "settings",
         "summary",
+        "warnings",
         "timing",
         "sessions",
     }
-    assert report["shard"] is None
+    assert report["shard"] is None and report["warnings"] == []
     assert report["kind"] == "sqlite" and report["order"] == "timestamp"
     assert set(report["settings"]) == {
         "compaction_interval",
@@ -824,6 +831,7 @@ def test_a_service_exported_then_audited(
         (["--export", out, "--app", "a"], "go together"),
         ([out, "--service", "audited_service:make", "--export", out, "--app", "a"], "not both"),
         (["--service", "audited_service:saved", "--export", out, "--app", "a"], "no attribute"),
+        (["--service", "audited_service:make", "--export", out, "--app", "a"], "gave no session"),
         ([], "give a STORE"),
     ]
     for bad, message in cases:

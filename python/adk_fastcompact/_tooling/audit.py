@@ -369,12 +369,27 @@ def infer_settings(sample: Sequence[StoredSession], order: str, parallel: bool) 
 
     def score(settings: Settings) -> int:
         results = _audit_batch(chosen, order, settings, parallel)
-        compactions = [c for r in results if "declined" not in r for c in r["compactions"]]
+        # An exact-mode record says what its compaction stands for: it is
+        # read, not replayed, under any settings.
+        compactions = [
+            c
+            for r in results
+            if "declined" not in r
+            for c in r["compactions"]
+            if c["record"] != "exact"
+        ]
         totals.append(len(compactions))
         return sum(bool(c["replayed"]) for c in compactions)
 
     best, best_score = Settings(), score(Settings())
     total = totals[0]
+    if not total:
+        return Settings(
+            source=(
+                "inferred: none needed, the stored compactions sampled all carry "
+                "exact-mode records, which say what they stand for"
+            )
+        )
     overlap, found = 0, -1
     for candidate in range(MAX_OVERLAP + 1):
         if found == total:

@@ -54,6 +54,11 @@ def open_store(spec: str, filters: Filters) -> Store:
             head = file.read(len(_SQLITE_MAGIC))
     except OSError as error:
         raise StoreError(f"{spec}: {error.strerror}") from error
+    if not head:
+        raise StoreError(
+            f"{spec}: an empty file, not a store (neither a SQLite file nor JSON lines "
+            "of Session.model_dump_json())"
+        )
     if head == _SQLITE_MAGIC:
         try:
             return SqliteStore(path, filters)

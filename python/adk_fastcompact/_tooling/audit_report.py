@@ -71,7 +71,26 @@ class Settings:
         if self.event_retention_size is not None:
             threshold = "any" if self.source.startswith("inferred") else f"{self.token_threshold:,}"
             parts.append(f"token threshold {threshold}, retention {self.event_retention_size}")
-        return "; ".join(parts) or "no compaction configured"
+        return "; ".join(parts) or "none"
+
+    def named(self) -> str:
+        """These settings as a warning names them: the options given, or
+        where they come from."""
+        if self.source == "given":
+            flags = []
+            if self.compaction_interval is not None:
+                flags.append(f"--interval {self.compaction_interval} --overlap {self.overlap_size}")
+            if self.event_retention_size is not None:
+                flags.append(
+                    f"--token-threshold {self.token_threshold} "
+                    f"--retention {self.event_retention_size}"
+                )
+            return " ".join(flags)
+        if self.source.startswith("app module"):
+            return f"the settings of {self.source} ({self.describe()})"
+        if self.source.startswith("inferred"):
+            return f"the inferred settings ({self.describe()})"
+        return f"the settings ({self.describe()})"
 
     def to_json(self) -> dict[str, Any]:
         return {**self.native_kwargs(), "source": self.source}
@@ -210,6 +229,27 @@ class AuditReport:
     def not_replayed(self) -> int:
         return sum(not c["replayed"] for s in self.sessions for c in s.compactions)
 
+    def replayable(self) -> tuple[int, int]:
+        """`(reproduced, stored)` of the compactions the settings must
+        reproduce: those without an exact-mode record (a record says what
+        its compaction stands for; it needs no replay)."""
+        found = [c for s in self.sessions for c in s.compactions if c["record"] != "exact"]
+        return sum(bool(c["replayed"]) for c in found), len(found)
+
+    def warnings(self) -> list[str]:
+        """What the reader of the report should know before its findings:
+        settings that reproduce fewer than half of the stored compactions
+        (the events those hide are reported with cause `unknown`)."""
+        out = []
+        reproduced, stored = self.replayable()
+        if stored and 2 * reproduced < stored:
+            out.append(
+                f"{reproduced:,} of {stored:,} stored compactions reproduced by "
+                f"{self.settings.named()}; the store may have been written with other "
+                "settings (the events the others hide are reported with cause unknown)"
+            )
+        return out
+
     def summary(self) -> dict[str, Any]:
         hidden = self.hidden_by_cause()
         return {
@@ -228,9 +268,12 @@ class AuditReport:
             "records": dict(sorted(self.records().items())),
         }
 
-    @property
-    def exit_code(self) -> int:
-        """0 when nothing is hidden or duplicated, 1 when something is."""
+    def exit_status(self, allow_unreadable: bool = False) -> int:
+        """2 when a session could not be read (declined) unless
+        `allow_unreadable`, else 1 when something is hidden or duplicated,
+        else 0 (see docs/audit.md, "Exit status")."""
+        if self.declined and not allow_unreadable:
+            return 2
         return 1 if self.affected else 0
 
     def to_json(self) -> dict[str, Any]:
@@ -241,6 +284,7 @@ class AuditReport:
             "shard": None if self.shard is None else str(self.shard),
             "settings": self.settings.to_json(),
             "summary": self.summary(),
+            "warnings": self.warnings(),
             "timing": {
                 "read_seconds": self.read_seconds,
                 "infer_seconds": self.infer_seconds,

@@ -218,8 +218,12 @@ class SqliteStore:
             self._conn = sqlite3.connect(_ro_uri(path), uri=True)
         except sqlite3.Error as error:
             raise StoreError(f"{path}: cannot open read-only: {error}") from error
+        self.label = label or str(path)
         try:
-            self._check(label or str(path))
+            self._check(self.label)
+        except sqlite3.Error as error:
+            self._conn.close()
+            raise StoreError(f"{self.label}: cannot read its schema: {error}") from error
         except BaseException:
             self._conn.close()
             raise
@@ -271,12 +275,20 @@ class SqliteStore:
                 params.append(value)
         return (" WHERE " + " AND ".join(clauses) if clauses else ""), params
 
+    def _listed(self, query: str, params: list[str]) -> list[Any]:
+        """The rows of a query on the `sessions` table; a table SQLite cannot
+        read (a corrupt page) makes the whole store unreadable."""
+        try:
+            return self._conn.execute(query, params).fetchall()
+        except sqlite3.Error as error:
+            raise StoreError(f"{self.label}: cannot read its `sessions` table: {error}") from error
+
     def _keys(self) -> list[tuple[Any, Any, Any]]:
         """The admitted sessions' keys, in the `sessions` table's rowid order."""
         where, params = self._where(("app_name", "user_id", "id"))
-        keys = self._conn.execute(
+        keys = self._listed(
             f"SELECT app_name, user_id, id FROM sessions{where} ORDER BY rowid", params
-        ).fetchall()
+        )
         shard = self.filters.shard
         if shard is None:
             return keys
@@ -286,7 +298,7 @@ class SqliteStore:
         if self.filters.shard is not None:
             return len(self._keys())
         where, params = self._where(("app_name", "user_id", "id"))
-        (count,) = self._conn.execute(f"SELECT COUNT(*) FROM sessions{where}", params).fetchone()
+        ((count,),) = self._listed(f"SELECT COUNT(*) FROM sessions{where}", params)
         return int(count)
 
     def sessions(self) -> Iterator[tuple[StoredSession | None, int]]:
@@ -336,9 +348,9 @@ class JsonLinesStore:
             )
 
     def _looks_exported(self) -> bool:
-        """Whether the first session line reads as a Session (an empty file
-        does: it holds none); a line over 1 MiB is only checked to open an
-        object, the scan reads it."""
+        """Whether the first session line reads as a Session (a file of
+        blank lines holds none: it is no export); a line over 1 MiB is only
+        checked to open an object, the scan reads it."""
         first = b""
         while not first.strip():
             first = self._file.readline(_SNIFF_BYTES)
@@ -347,7 +359,7 @@ class JsonLinesStore:
         self._file.seek(0)
         first = first.strip()
         if not first:
-            return True
+            return False  # blank lines only: no session in it
         if len(first) >= _SNIFF_BYTES - 1:
             return first.startswith(b"{")
         try:

@@ -29,7 +29,8 @@ def audit_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
             "or put in a prompt twice (raw and inside a summary), session by session, "
             "by replaying window selection with the parity engine at every stored "
             "compaction. The store is only read. Exit status: 0 when nothing is "
-            "hidden or duplicated, 1 when something is, 2 on a usage or store error. "
+            "hidden or duplicated, 1 when something is, 2 on a usage error or when "
+            "the store, or a session in it, cannot be read (see --allow-unreadable). "
             f"`{MERGE_USAGE}` merges the --json reports of a store's shards."
         ),
     )
@@ -116,6 +117,14 @@ def audit_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         metavar="DIR",
         help="with --dask, also write each part's report to DIR/shard-I-of-N.json",
     )
+    audit.add_argument(
+        "--allow-unreadable",
+        action="store_true",
+        help=(
+            "report the sessions that cannot be read (declined) without failing on "
+            "them: the exit status is then 0 or 1 (default: 2 when any session is declined)"
+        ),
+    )
     run = audit.add_argument_group("output and resources")
     run.add_argument(
         "--json",
@@ -174,6 +183,11 @@ def audit_merge_main(argv: list[str], prog: str) -> int:
         ),
     )
     parser.add_argument("reports", nargs="+", type=Path, metavar="REPORT.json")
+    parser.add_argument(
+        "--allow-unreadable",
+        action="store_true",
+        help="declined sessions do not make the exit status 2 (as the audit's option)",
+    )
     args = parser.parse_args(argv)
     stderr = Console(stderr=True)
     loaded = []
@@ -195,7 +209,28 @@ def audit_merge_main(argv: list[str], prog: str) -> int:
         return 2
     sys.stdout.write(json.dumps(merged.to_json()))
     sys.stdout.write("\n")
-    return merged.exit_code
+    _said(merged, stderr, args.allow_unreadable)
+    return merged.exit_status(args.allow_unreadable)
+
+
+def _said(report: Any, stderr: Console, allow_unreadable: bool, warnings: bool = True) -> None:
+    """The report's warnings (unless the text report showed them), and its
+    unreadable sessions, on stderr."""
+    for line in report.warnings() if warnings else []:
+        stderr.print(f"warning: {line}", style="yellow", highlight=False, markup=False)
+    declined = len(report.declined)
+    if declined:
+        then = (
+            "reported, not failed on (--allow-unreadable)"
+            if allow_unreadable
+            else "exit status 2; --allow-unreadable reports them without failing"
+        )
+        stderr.print(
+            f"{declined:,} session{'s' if declined != 1 else ''} could not be read ({then})",
+            style="yellow",
+            highlight=False,
+            markup=False,
+        )
 
 
 def _on_dask(args: argparse.Namespace, filters: Any, settings: Any, stderr: Console) -> Any:
@@ -274,6 +309,8 @@ def _export(args: argparse.Namespace, stderr: Console) -> str | None:
             )
     except OSError as error:
         return f"{args.export}: {error.strerror}"
+    if not written:
+        return f"{args.service} gave no session of app {args.app!r} to export"
     stderr.print(f"exported {written:,} sessions to {args.export}", highlight=False)
     return None
 
@@ -352,11 +389,13 @@ def run_audit_command(args: argparse.Namespace) -> int:
     except audit.StoreError as error:
         error_line(stderr, str(error))
         return 2
+    status = report.exit_status(args.allow_unreadable)
     if args.json:
         # json.dumps runs the C encoder; json.dump would stream in Python.
         sys.stdout.write(json.dumps(report.to_json()))
         sys.stdout.write("\n")
-        return report.exit_code
+        _said(report, stderr, args.allow_unreadable)
+        return status
     stdout = Console()
     if not stdout.is_terminal:
         stdout = Console(width=max(stdout.width, 160))
@@ -366,6 +405,8 @@ def run_audit_command(args: argparse.Namespace) -> int:
         highlight=False,
         markup=False,
     )
+    for line in report.warnings():
+        stdout.print(f"warning: {line}", style="yellow", highlight=False, markup=False)
     stdout.print(audit.summary_table(report))
     table, more = audit.events_table(report, args.limit)
     if table is not None:
@@ -377,4 +418,5 @@ def run_audit_command(args: argparse.Namespace) -> int:
     for line in audit.declined_lines(report, 10):
         stdout.print(line, style="yellow", highlight=False, markup=False)
     stdout.print(audit.timing_line(report), style="dim")
-    return report.exit_code
+    _said(report, stderr, args.allow_unreadable, warnings=False)
+    return status
