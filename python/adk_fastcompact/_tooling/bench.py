@@ -125,8 +125,6 @@ from .bench_report import (
     Report,
     Row,
     TurnRow,
-    ratio,
-    reasons,
     timed_row,
     total_declines,
 )
@@ -230,21 +228,16 @@ def _turn_rows(
             for turn_declines in side.declines[previous:checkpoint] if side else ():
                 declines.update(turn_declines)
         previous = checkpoint
-        rows.append(
-            TurnRow(
-                op=TURN_OP,
-                regime="turn",
-                events=python.events[checkpoint - 1],
-                turn=checkpoint,
-                python_ms=python_ms,
-                rust_ms=rust_ms,
-                ratio=ratio(python_ms, rust_ms),
-                exact_ms=exact_ms,
-                exact_vs_parity=None if exact_ms is None else ratio(exact_ms, rust_ms),
-                declines=sum(declines.values()),
-                decline_reasons=reasons(declines),
-            )
+        row = timed_row(
+            TURN_OP,
+            "turn",
+            python.events[checkpoint - 1],
+            python_ms,
+            rust_ms,
+            declines,
+            exact_ms,
         )
+        rows.append(TurnRow(**row, turn=checkpoint))
     return rows
 
 
