@@ -13,14 +13,14 @@ ruff check python tests benches
 ruff format --check python tests benches
 echo "== cargo test, and stubtest and mypy beside it (at ${SECONDS} s)"
 # stubtest (mypy, one core) reads the extension built above while cargo
-# builds and runs the core's tests, then mypy type-checks the command line's
-# tooling ([tool.mypy] in pyproject.toml): a name that does not exist, like
+# builds and runs the core's tests, then mypy type-checks the package, its
+# command line included ([tool.mypy] in pyproject.toml): a name that does not exist, like
 # os.cpucount, fails here rather than at the end of a user's bench. Their
 # output follows cargo's.
 stubtest_log="$(mktemp)"
 {
   python -m mypy.stubtest adk_fastcompact._native &&
-    python -m mypy python/adk_fastcompact/_tooling/
+    python -m mypy python/adk_fastcompact/
 } > "$stubtest_log" 2>&1 &
 stubtest_pid=$!
 cargo test -q

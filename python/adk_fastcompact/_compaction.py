@@ -403,9 +403,9 @@ def seed_event(compaction_event: Event) -> Event:
         {"isolation_scope": compaction_event.isolation_scope} if _PROFILE.scoped else {}
     )
     return Event(
-        timestamp=compaction.start_timestamp,
+        timestamp=compaction.start_timestamp,  # type: ignore[union-attr]
         author="model",
-        content=compaction.compacted_content,
+        content=compaction.compacted_content,  # type: ignore[union-attr]
         branch=compaction_event.branch,
         **scope,
         invocation_id=Event.new_id(),

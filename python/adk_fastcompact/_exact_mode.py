@@ -54,7 +54,7 @@ _size = _compaction._content_size
 
 
 def _summary_size(event: Event) -> int:
-    return _size(event.actions.compaction.compacted_content)
+    return _size(event.actions.compaction.compacted_content)  # type: ignore[union-attr]
 
 
 def process_compaction_events(events: list[Event], agent_name: str = "") -> list[Event]:

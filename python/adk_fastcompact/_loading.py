@@ -195,7 +195,7 @@ def hook_database() -> Callable[[], None] | None:
         return None
 
     service = dss.DatabaseSessionService
-    original = service.__dict__.get("get_session")
+    original: Any = service.__dict__.get("get_session")
     source = inspect.getsource(original) if original is not None else ""
     if (
         "select(schema.StorageEvent)" not in source
@@ -207,7 +207,7 @@ def hook_database() -> Callable[[], None] | None:
         )
         return None
     storage_event = v1.StorageEvent
-    json_type = storage_event.__table__.c.event_data.type
+    json_type: Any = storage_event.__table__.c.event_data.type
     active: contextvars.ContextVar[bool] = contextvars.ContextVar(
         "adk_fastcompact_database_load", default=False
     )
@@ -275,13 +275,13 @@ def hook_database() -> Callable[[], None] | None:
     global listener
     event.listen(OrmSession, "do_orm_execute", on_execute)
     listener = on_execute
-    service.get_session = get_session
+    service.get_session = get_session  # type: ignore[method-assign]
     hooked_as(service, "get_session", original, get_session)
 
     def undo() -> None:
         global listener
         if service.__dict__.get("get_session") is get_session:
-            service.get_session = original
+            service.get_session = original  # type: ignore[method-assign]
         event.remove(OrmSession, "do_orm_execute", on_execute)
         listener = None
 

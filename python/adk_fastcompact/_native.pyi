@@ -190,7 +190,16 @@ def exact_token_threshold(
     token_threshold: int,
     floor: float = ...,
 ) -> (
-    tuple[list[Event], list[Event], int | None, list[int], list[int], float, list[tuple[int, str]]]
+    tuple[
+        list[Event],
+        list[Event],
+        int | None,
+        list[int],
+        list[int],
+        float,
+        list[tuple[int, str]],
+        ExactSelection | None,
+    ]
     | None
 ):
     """Exact mode's tail-retention selection over a session's `events`.
