@@ -160,6 +160,19 @@ async def _invocation(key: tuple[Any, Any, Any], inner: Any) -> AsyncGenerator[A
             _end(entry)
 
 
+def _key(runner: Any, user_id: Any, session_id: Any, session: Any = None) -> tuple[Any, Any, Any]:
+    """The session an invocation of `runner` runs on: `(app_name, user_id,
+    session_id)`, the ids taken from `session` where they are not given."""
+    app_name = getattr(runner, "app_name", None)
+    if session is None:
+        return (app_name, user_id, session_id)
+    return (
+        app_name,
+        user_id or getattr(session, "user_id", None),
+        session_id or getattr(session, "id", None),
+    )
+
+
 def _run_async(original: Callable[..., Any]) -> Callable[..., Any]:
     """`Runner.run_async` tracked. An async generator function with
     google-adk's parameters: a wrong call raises google-adk's `TypeError` at
@@ -189,7 +202,7 @@ def _run_async(original: Callable[..., Any]) -> Callable[..., Any]:
             yield_user_message=yield_user_message,
             abort_signal=abort_signal,
         )
-        events = _invocation((getattr(self, "app_name", None), user_id, session_id), inner)
+        events = _invocation(_key(self, user_id, session_id), inner)
         try:
             async for event in events:
                 yield event
@@ -219,12 +232,7 @@ def _run_live(original: Callable[..., Any]) -> Callable[..., Any]:
             run_config=run_config,
             session=session,
         )
-        key = (
-            getattr(self, "app_name", None),
-            user_id or getattr(session, "user_id", None),
-            session_id or getattr(session, "id", None),
-        )
-        events = _invocation(key, inner)
+        events = _invocation(_key(self, user_id, session_id, session), inner)
         try:
             async for event in events:
                 yield event
@@ -245,12 +253,7 @@ def _tracked(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def tracked(self: Any, *args: Any, **kwargs: Any) -> AsyncGenerator[Any, None]:
         inner = original(self, *args, **kwargs)
-        session = kwargs.get("session")
-        key = (
-            getattr(self, "app_name", None),
-            kwargs.get("user_id") or getattr(session, "user_id", None),
-            kwargs.get("session_id") or getattr(session, "id", None),
-        )
+        key = _key(self, kwargs.get("user_id"), kwargs.get("session_id"), kwargs.get("session"))
         return _invocation(key, inner)
 
     return tracked
