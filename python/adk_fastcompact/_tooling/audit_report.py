@@ -73,19 +73,22 @@ class Settings:
             parts.append(f"token threshold {threshold}, retention {self.event_retention_size}")
         return "; ".join(parts) or "none"
 
+    def flags(self) -> str:
+        """These settings as the audit's command-line options ("" for none)."""
+        flags = []
+        if self.compaction_interval is not None:
+            flags.append(f"--interval {self.compaction_interval} --overlap {self.overlap_size}")
+        if self.event_retention_size is not None:
+            flags.append(
+                f"--token-threshold {self.token_threshold} --retention {self.event_retention_size}"
+            )
+        return " ".join(flags)
+
     def named(self) -> str:
         """These settings as a warning names them: the options given, or
         where they come from."""
         if self.source == "given":
-            flags = []
-            if self.compaction_interval is not None:
-                flags.append(f"--interval {self.compaction_interval} --overlap {self.overlap_size}")
-            if self.event_retention_size is not None:
-                flags.append(
-                    f"--token-threshold {self.token_threshold} "
-                    f"--retention {self.event_retention_size}"
-                )
-            return " ".join(flags)
+            return self.flags()
         if self.source.startswith("app module"):
             return f"the settings of {self.source} ({self.describe()})"
         if self.source.startswith("inferred"):

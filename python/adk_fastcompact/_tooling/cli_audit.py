@@ -255,16 +255,8 @@ def _on_dask(args: argparse.Namespace, filters: Any, settings: Any, stderr: Cons
     for shard, reason in run.failed:
         error_line(stderr, f"shard {shard} failed: {reason}")
     settings_args = ""
-    if settings is None and run.settings is not None:
-        s = run.settings
-        parts = []
-        if s.compaction_interval is not None:
-            parts.append(f"--interval {s.compaction_interval} --overlap {s.overlap_size}")
-        if s.event_retention_size is not None:
-            parts.append(
-                f"--token-threshold {s.token_threshold} --retention {s.event_retention_size}"
-            )
-        settings_args = " " + " ".join(parts) if parts else ""
+    if settings is None and run.settings is not None and run.settings.flags():
+        settings_args = " " + run.settings.flags()
     for shard, _ in run.failed:
         stderr.print(
             f"rerun it alone: adk-fastcompact audit STORE --shard {shard}{settings_args} "
