@@ -171,6 +171,15 @@ impl EventView {
         }
     }
 
+    /// A raw event at `timestamp` of invocation `invocation`; handy in tests.
+    pub fn raw(timestamp: f64, invocation: Sym) -> Self {
+        EventView {
+            timestamp,
+            invocation: Some(invocation),
+            ..Default::default()
+        }
+    }
+
     /// A compaction event at `timestamp` over `[start, end]`, with content;
     /// handy in tests.
     pub fn compacting(timestamp: f64, start: f64, end: f64) -> Self {

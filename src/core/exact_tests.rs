@@ -34,14 +34,6 @@ fn has_key_is_micros_without_rounding() {
     }
 }
 
-fn raw(t: f64, inv: u32) -> EventView {
-    EventView {
-        timestamp: t,
-        invocation: Some(inv),
-        ..Default::default()
-    }
-}
-
 #[test]
 fn a_key_names_an_event_stored_at_microsecond_precision() {
     let t = 1_700_000_000.123_456_7;
@@ -67,7 +59,12 @@ fn a_key_names_an_event_stored_at_microsecond_precision() {
 fn holes_are_the_unsummarized_events_inside_the_interval() {
     // A reply (pos 2) tied with the window's end but not summarized, a
     // concurrent append (pos 1) inside it, an event after it (pos 3).
-    let events = [raw(1.0, 1), raw(1.5, 2), raw(2.0, 1), raw(3.0, 3)];
+    let events = [
+        EventView::raw(1.0, 1),
+        EventView::raw(1.5, 2),
+        EventView::raw(2.0, 1),
+        EventView::raw(3.0, 3),
+    ];
     let handed = [true, false, false, false];
     let h = holes(&events, &[], 1.0, 2.0, &handed);
     assert_eq!(h, vec![1, 2]);
@@ -80,10 +77,10 @@ fn holes_are_the_unsummarized_events_inside_the_interval() {
 #[test]
 fn a_rolling_summary_stands_for_what_its_seed_covers() {
     let events = [
-        raw(1.0, 1),
-        raw(2.0, 1),
+        EventView::raw(1.0, 1),
+        EventView::raw(2.0, 1),
         EventView::compacting(2.5, 1.0, 2.0),
-        raw(3.0, 2),
+        EventView::raw(3.0, 2),
     ];
     let seed = Extent::new(2, 1.0, 2.0, Vec::new());
     let handed = [false, false, true, true];
@@ -98,8 +95,8 @@ fn a_rolling_summary_stands_for_what_its_seed_covers() {
 fn a_hole_keeps_the_compaction_it_is_in_from_subsuming_another() {
     // The later compaction leaves pos 1 out; the earlier covers it.
     let events = [
-        raw(1.0, 1),
-        raw(2.0, 2),
+        EventView::raw(1.0, 1),
+        EventView::raw(2.0, 2),
         EventView::compacting(2.5, 1.0, 2.0),
     ];
     let early = Extent::new(2, 1.0, 2.0, Vec::new());
@@ -120,9 +117,9 @@ fn a_hole_keeps_the_compaction_it_is_in_from_subsuming_another() {
 #[test]
 fn an_event_stored_after_the_compaction_is_not_covered() {
     let events = [
-        raw(1.0, 1),
+        EventView::raw(1.0, 1),
         EventView::compacting(2.5, 1.0, 2.0),
-        raw(1.5, 2),
+        EventView::raw(1.5, 2),
     ];
     let x = Extent::new(1, 1.0, 2.0, Vec::new());
     assert!(x.covers(0, &events[0]));
@@ -132,11 +129,11 @@ fn an_event_stored_after_the_compaction_is_not_covered() {
 #[test]
 fn plain_bounds_take_the_largest_hole_free_run() {
     let events = [
-        raw(1.0, 1),
-        raw(2.0, 9),
-        raw(3.0, 1),
-        raw(4.0, 1),
-        raw(5.0, 1),
+        EventView::raw(1.0, 1),
+        EventView::raw(2.0, 9),
+        EventView::raw(3.0, 1),
+        EventView::raw(4.0, 1),
+        EventView::raw(5.0, 1),
     ];
     assert_eq!(
         plain_bounds(&events, 1.0, 5.0, &[1], &[], f64::INFINITY, ClockSkew::NONE),
@@ -170,7 +167,7 @@ fn plain_bounds_take_the_largest_hole_free_run() {
         None
     );
     // Every summarized event ties with a hole: nothing is plain-safe.
-    let tied = [raw(1.0, 1), raw(1.0, 2)];
+    let tied = [EventView::raw(1.0, 1), EventView::raw(1.0, 2)];
     assert_eq!(
         plain_bounds(&tied, 1.0, 1.0, &[1], &[], f64::INFINITY, ClockSkew::NONE),
         None
@@ -179,7 +176,12 @@ fn plain_bounds_take_the_largest_hole_free_run() {
 
 #[test]
 fn plain_bounds_end_below_the_ceiling() {
-    let events = [raw(1.0, 1), raw(2.0, 1), raw(3.0, 1), raw(3.0, 2)];
+    let events = [
+        EventView::raw(1.0, 1),
+        EventView::raw(2.0, 1),
+        EventView::raw(3.0, 1),
+        EventView::raw(3.0, 2),
+    ];
     // The writer's clock reads past the last summarized stamp: the
     // interval is safe as it is.
     assert_eq!(
@@ -213,7 +215,12 @@ fn plain_bounds_end_below_the_ceiling() {
 
 #[test]
 fn plain_bounds_end_below_the_ceiling_less_the_skew() {
-    let events = [raw(1.0, 1), raw(2.0, 1), raw(3.0, 1), raw(3.6, 1)];
+    let events = [
+        EventView::raw(1.0, 1),
+        EventView::raw(2.0, 1),
+        EventView::raw(3.0, 1),
+        EventView::raw(3.6, 1),
+    ];
     let skew = |s: f64| ClockSkew::new(s).unwrap();
     // The writer's clock reads 4.0: without a margin the whole interval.
     assert_eq!(

@@ -330,17 +330,9 @@ mod tests {
         (survive, hidden)
     }
 
-    fn raw(t: f64, inv: u32) -> EventView {
-        EventView {
-            timestamp: t,
-            invocation: Some(inv),
-            ..Default::default()
-        }
-    }
-
     #[test]
     fn a_rolling_summary_contains_the_ones_it_rolled() {
-        let events: Vec<EventView> = (0..6).map(|i| raw(i as f64, 1)).collect();
+        let events: Vec<EventView> = (0..6).map(|i| EventView::raw(i as f64, 1)).collect();
         let extents = vec![
             Extent::new(3, 0.0, 2.0, vec![]),
             Extent::new(6, 0.0, 5.0, vec![]),
@@ -359,7 +351,7 @@ mod tests {
             let events: Vec<EventView> = times
                 .iter()
                 .enumerate()
-                .map(|(i, &t)| raw(t as f64 * 0.5, invs[i]))
+                .map(|(i, &t)| EventView::raw(t as f64 * 0.5, invs[i]))
                 .collect();
             let n = events.len();
             let extents: Vec<Extent> = specs
