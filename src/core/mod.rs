@@ -12,6 +12,7 @@ pub mod filter;
 pub mod hash;
 pub mod index;
 pub mod json_size;
+pub mod lean;
 mod loading;
 pub mod ranges;
 pub mod recover;

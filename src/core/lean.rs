@@ -1,0 +1,421 @@
+//! Lean loading: which stored events a turn reads.
+//!
+//! A Runner turn hands the whole session to google-adk's passes, but once
+//! compaction has summarized most of it, almost every stored event is one no
+//! pass can see: a raw event whose timestamp a standing summary covers is
+//! left out of every prompt, and nothing else looks at it. [`needed`] says
+//! which events a turn must load so that every pass answers over the lean
+//! list as it answers over the full one:
+//!
+//! - the prompt (`_get_contents`): every live raw event no summary covers
+//!   (gaps included), the compactions that are not subsumed, what rewinds
+//!   reach back to, and the sources of `_recover_compacted_function_calls`;
+//! - the compaction after the turn: the sliding window from the start of its
+//!   overlap, the token threshold's candidates, its rolling seed, and the
+//!   events after the latest compaction (the latest prompt token count);
+//! - the Runner's other passes, by what they look up: the latest event of
+//!   each author that a backward lookup may stop at ([`mark`]), every event
+//!   of a task scope, branch or node path (views other than the root's may
+//!   show it), events the caller pins (abort events, transfers), events of
+//!   the invocations under way;
+//! - and, closed over function-call ids, every event that names an id a
+//!   kept event names (the call a shown response belongs to, its sibling
+//!   responses, long-running and pending markers, the call that opened a
+//!   task scope).
+//!
+//! Only a raw event of the root view (no isolation scope, branch or node
+//! path) is ever left out, and only when a compaction of the root view
+//! covers its timestamp; `props` checks the answers against the full
+//! session on generated sessions.
+
+use super::event::{per_symbol, EventView, Span, Sym};
+use super::filter::Coverage;
+use super::hash::{FastMap, FastSet};
+use super::ranges::compaction_ranges;
+use super::rewind::apply_rewinds;
+use super::select::Rules;
+use super::window::{last_compaction_end, SlidingWindow};
+
+/// Bits of [`Facts::marks`]: the backward lookups an event can end, each
+/// per author (google-adk stops at the newest such event of an agent).
+pub mod mark {
+    /// An event `find_agent_to_run` may route by: not the user's, not an
+    /// abort, no agent state, not a content-less error.
+    pub const ROUTE: u8 = 1;
+    /// Carries `cache_metadata` (the context cache's lookup).
+    pub const CACHE: u8 = 2;
+    /// Carries an interaction id (the Interactions API's lookup).
+    pub const INTERACTION: u8 = 4;
+}
+
+/// What lean loading needs to know of an event besides its [`EventView`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Facts {
+    /// A non-empty branch or node path: a view other than the root's may
+    /// show it, so it is always loaded.
+    pub placed: bool,
+    /// Loaded whatever the rules say (an abort event, a transfer).
+    pub pinned: bool,
+    /// [`mark`] bits.
+    pub marks: u8,
+    /// Function-call ids the event names outside its parts (the
+    /// `<tool>@<id>` segments of its branch), in the same arena as the
+    /// views' spans.
+    pub refs: Span,
+}
+
+/// The compaction settings of the app the turn runs (what the compaction
+/// after the turn reads).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Settings {
+    /// The sliding window, when configured.
+    pub window: Option<SlidingWindow>,
+    /// The family's selection rules (which events a selection reads).
+    pub rules: Rules,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            window: None,
+            rules: Rules::LATEST,
+        }
+    }
+}
+
+/// What is known of the turn before its session loads.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Turn<'a> {
+    /// Invocations whose events are all loaded (those under way).
+    pub underway: &'a [Sym],
+    /// Function-call ids the turn's new message answers: every event naming
+    /// one is loaded, with every event of the invocations that called it.
+    pub answering: &'a [Sym],
+}
+
+/// Positions (ascending) of the events a turn reads, out of `events` in the
+/// order the store loads them. `facts` has one entry per event; `ids` is the
+/// arena of the views' spans and the facts' refs. Isolation scopes, call ids
+/// and refs must be symbols of one interner (a scope names the call that
+/// opened it).
+pub fn needed(
+    events: &[EventView],
+    facts: &[Facts],
+    ids: &[Sym],
+    settings: &Settings,
+    turn: Turn<'_>,
+) -> Vec<usize> {
+    let n = events.len();
+    debug_assert_eq!(facts.len(), n);
+    let mut keep = vec![false; n];
+    let live = apply_rewinds(events);
+    // The root view's live events: every prompt of an unscoped agent reads
+    // only these.
+    let root: Vec<usize> = live
+        .iter()
+        .copied()
+        .filter(|&i| events[i].scope.is_none())
+        .collect();
+    // What the root view's selections read: before 2.5 rewound events too,
+    // before 2.13 every scope's.
+    let rules = settings.rules;
+    let all: Vec<usize> = (0..n).collect();
+    let selected: Vec<usize> = if rules.rewinds { &live } else { &all }
+        .iter()
+        .copied()
+        .filter(|&i| !rules.scoped || events[i].scope.is_none())
+        .collect();
+
+    let resumed = resumed(events, ids, turn.answering);
+    let underway: Vec<Sym> = turn.underway.iter().chain(&resumed).copied().collect();
+    always(events, facts, &underway, &mut keep);
+    rewind_targets(events, &mut keep);
+    standing(events, facts, &root, &mut keep);
+    if selected != root {
+        standing(events, facts, &selected, &mut keep);
+    }
+    candidates(events, &selected, &mut keep);
+    newest(events, facts, &live, &mut keep);
+    newest(events, facts, &all, &mut keep);
+
+    let cut = cut(events, &root, &selected, settings);
+    keep[cut..].iter_mut().for_each(|k| *k = true);
+    first_of_cut_invocations(events, cut, &mut keep);
+    close_over_ids(events, facts, ids, turn.answering, &mut keep);
+
+    (0..n).filter(|&i| keep[i]).collect()
+}
+
+/// The invocations of the events calling one of `answering`.
+fn resumed(events: &[EventView], ids: &[Sym], answering: &[Sym]) -> Vec<Sym> {
+    if answering.is_empty() {
+        return Vec::new();
+    }
+    let answering: FastSet<Sym> = answering.iter().copied().collect();
+    events
+        .iter()
+        .filter(|e| e.calls.of(ids).iter().any(|id| answering.contains(id)))
+        .filter_map(|e| e.invocation)
+        .collect()
+}
+
+/// Events every view or pass may read whatever their time: scoped, placed,
+/// pinned, rewinds, and those of the invocations under way.
+fn always(events: &[EventView], facts: &[Facts], underway: &[Sym], keep: &mut [bool]) {
+    let underway: FastSet<Sym> = underway.iter().copied().collect();
+    for (i, (e, f)) in events.iter().zip(facts).enumerate() {
+        if e.scope.is_some()
+            || f.placed
+            || f.pinned
+            || e.rewind_before.is_some()
+            || e.invocation.is_some_and(|inv| underway.contains(&inv))
+        {
+            keep[i] = true;
+        }
+    }
+}
+
+/// The first event of every invocation a rewind names: `_apply_rewinds`
+/// walks back to it.
+fn rewind_targets(events: &[EventView], keep: &mut [bool]) {
+    if events.iter().all(|e| e.rewind_before.is_none()) {
+        return;
+    }
+    let mut first = per_symbol(events.iter().filter_map(|e| e.invocation), usize::MAX);
+    for (i, e) in events.iter().enumerate().rev() {
+        if let Some(inv) = e.invocation {
+            first[inv as usize] = i;
+        }
+    }
+    for e in events {
+        if let Some(&at) = e
+            .rewind_before
+            .and_then(|t| first.get(t as usize))
+            .filter(|&&at| at != usize::MAX)
+        {
+            keep[at] = true;
+        }
+    }
+}
+
+/// The compactions of `root` (a view's live events) that no other
+/// subsumes, the newest one in stream order, and every raw event of `root`
+/// that no compaction of it covers.
+fn standing(events: &[EventView], facts: &[Facts], root: &[usize], keep: &mut [bool]) {
+    // Compactions every root-view prompt shows: no branch or node path.
+    let shown: Vec<usize> = root
+        .iter()
+        .copied()
+        .filter(|&i| events[i].compaction.is_some() && !facts[i].placed)
+        .collect();
+    let views: Vec<EventView> = shown.iter().map(|&i| events[i]).collect();
+    for range in compaction_ranges(&views) {
+        keep[shown[range.index]] = true;
+    }
+    let coverage = Coverage::new(views.iter().filter_map(|v| v.compaction?.bounds()));
+    for &i in root {
+        let e = &events[i];
+        if e.compaction.is_none() && !coverage.covers(e.timestamp) {
+            keep[i] = true;
+        }
+    }
+    // The newest compaction, whatever it holds: the sliding window counts
+    // from it and the prompt token count stops at it. It and what follows
+    // are kept by the cut; here in case it is placed elsewhere.
+    if let Some(&i) = root.iter().rev().find(|&&i| events[i].compaction.is_some()) {
+        keep[i] = true;
+    }
+}
+
+/// The token threshold's candidates among `selected`: every raw event past
+/// the newest surviving compaction's end, covered or not.
+fn candidates(events: &[EventView], selected: &[usize], keep: &mut [bool]) {
+    let views: Vec<EventView> = selected.iter().map(|&i| events[i]).collect();
+    let latest = compaction_ranges(&views).last().map(|r| r.index);
+    if let Some(at) = latest {
+        // The rolling seed.
+        keep[selected[at]] = true;
+    }
+    let end = latest
+        .and_then(|at| views[at].compaction?.end)
+        .unwrap_or(0.0);
+    for &i in selected {
+        let e = &events[i];
+        if e.compaction.is_none() && e.timestamp > end {
+            keep[i] = true;
+        }
+    }
+}
+
+/// The newest event of each author for each lookup of [`mark`], and the
+/// newest usage count of each author, among `at`.
+fn newest(events: &[EventView], facts: &[Facts], at: &[usize], keep: &mut [bool]) {
+    let mut seen: FastSet<(u8, Option<Sym>)> = FastSet::default();
+    for &i in at.iter().rev() {
+        let (e, f) = (&events[i], &facts[i]);
+        let mut lookups = f.marks;
+        if e.prompt_tokens.is_some() {
+            lookups |= 0x80;
+        }
+        let mut bit = 1u8;
+        while lookups != 0 {
+            if lookups & bit != 0 {
+                lookups &= !bit;
+                if seen.insert((bit, e.author)) {
+                    keep[i] = true;
+                }
+            }
+            bit = bit.wrapping_shl(1);
+        }
+    }
+}
+
+/// The position from which every event is kept: the start of the sliding
+/// window's overlap and the newest compaction (with everything after it).
+fn cut(events: &[EventView], root: &[usize], selected: &[usize], settings: &Settings) -> usize {
+    let mut cut = events.len();
+    for at in [root, selected] {
+        if let Some(&i) = at.iter().rev().find(|&&i| events[i].compaction.is_some()) {
+            cut = cut.min(i);
+        }
+    }
+    if let Some(window) = settings.window {
+        cut = cut.min(window_start(events, selected, window));
+    }
+    cut
+}
+
+/// Where the sliding window after this turn can start, at the earliest.
+///
+/// The window counts invocations (in order of first appearance) whose
+/// latest event is past the newest compaction's end, and starts `overlap`
+/// invocations before the first of them. A compaction made during the turn
+/// (the token threshold's, over events past its own bound) ends later than
+/// both bounds, so counting from the smaller of the two bounds gives the
+/// earliest start. A NaN bound keeps everything.
+fn window_start(events: &[EventView], selected: &[usize], window: SlidingWindow) -> usize {
+    let sliding_end = last_compaction_end(events, selected).unwrap_or(0.0);
+    let views: Vec<EventView> = selected.iter().map(|&i| events[i]).collect();
+    let token_end = compaction_ranges(&views)
+        .last()
+        .and_then(|r| views[r.index].compaction?.end)
+        .unwrap_or(0.0);
+    if sliding_end.is_nan() || token_end.is_nan() {
+        return 0;
+    }
+    let bound = sliding_end.min(token_end);
+    let mut order: Vec<(Sym, usize, f64)> = Vec::new();
+    let mut place: FastMap<Sym, usize> = FastMap::default();
+    for &i in selected {
+        let e = &events[i];
+        let (Some(inv), None) = (e.invocation, e.compaction) else {
+            continue;
+        };
+        match place.get(&inv) {
+            Some(&k) => {
+                if e.timestamp > order[k].2 {
+                    order[k].2 = e.timestamp;
+                }
+            }
+            None => {
+                place.insert(inv, order.len());
+                order.push((inv, i, if e.timestamp > 0.0 { e.timestamp } else { 0.0 }));
+            }
+        }
+    }
+    let first_new = order
+        .iter()
+        .position(|&(_, _, latest)| latest > bound)
+        .unwrap_or(order.len());
+    let start = first_new.saturating_sub(window.overlap);
+    // The window opens at the start invocation's first event, a compaction
+    // of it included (the order above skips compactions, the opening not),
+    // and a later compaction can make any invocation from `start` on the
+    // start one: the earliest first event among them.
+    let from: FastSet<Sym> = order[start.min(order.len())..]
+        .iter()
+        .map(|&(inv, _, _)| inv)
+        .collect();
+    selected
+        .iter()
+        .copied()
+        .find(|&i| events[i].invocation.is_some_and(|inv| from.contains(&inv)))
+        .unwrap_or(events.len())
+}
+
+/// The first event and the first raw event of every invocation with an
+/// event at or after `cut`: the window orders invocations by their first
+/// raw event and opens at their first event.
+fn first_of_cut_invocations(events: &[EventView], cut: usize, keep: &mut [bool]) {
+    let after: FastSet<Sym> = events[cut.min(events.len())..]
+        .iter()
+        .filter_map(|e| e.invocation)
+        .collect();
+    if after.is_empty() {
+        return;
+    }
+    let mut seen: FastSet<(Sym, bool)> = FastSet::default();
+    for (i, e) in events[..cut.min(events.len())].iter().enumerate() {
+        if let Some(inv) = e.invocation.filter(|inv| after.contains(inv)) {
+            let first = seen.insert((inv, false));
+            let first_raw = e.compaction.is_none() && seen.insert((inv, true));
+            if first || first_raw {
+                keep[i] = true;
+            }
+        }
+    }
+}
+
+/// The ids an event names: its calls, responses, long-running and pending
+/// markers, its branch's refs and its scope.
+fn named<'a>(e: &EventView, f: &Facts, ids: &'a [Sym]) -> impl Iterator<Item = Sym> + 'a {
+    let spans = [e.calls, e.responses, e.long_running, e.pending, f.refs];
+    spans
+        .into_iter()
+        .flat_map(move |s| s.of(ids).iter().copied())
+        .chain(e.scope)
+}
+
+/// Keeps, until nothing changes, every event that names an id a kept event
+/// (or the turn's new message) names.
+fn close_over_ids(
+    events: &[EventView],
+    facts: &[Facts],
+    ids: &[Sym],
+    answering: &[Sym],
+    keep: &mut [bool],
+) {
+    let mut holders: FastMap<Sym, Vec<usize>> = FastMap::default();
+    for (i, (e, f)) in events.iter().zip(facts).enumerate() {
+        if !keep[i] {
+            for id in named(e, f, ids) {
+                holders.entry(id).or_default().push(i);
+            }
+        }
+    }
+    if holders.is_empty() {
+        return;
+    }
+    let mut todo: Vec<Sym> = answering.to_vec();
+    let mut done: FastSet<Sym> = FastSet::default();
+    for (i, (e, f)) in events.iter().zip(facts).enumerate() {
+        if keep[i] {
+            todo.extend(named(e, f, ids).filter(|id| holders.contains_key(id)));
+        }
+    }
+    while let Some(id) = todo.pop() {
+        if !done.insert(id) {
+            continue;
+        }
+        for &i in holders.get(&id).map_or(&[][..], Vec::as_slice) {
+            if !keep[i] {
+                keep[i] = true;
+                todo.extend(named(&events[i], &facts[i], ids).filter(|id| !done.contains(id)));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "lean_tests.rs"]
+mod tests;
