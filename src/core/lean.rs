@@ -23,10 +23,10 @@
 //!   responses, long-running and pending markers, the call that opened a
 //!   task scope).
 //!
-//! Only a raw event of the root view (no isolation scope, branch or node
-//! path) is ever left out, and only when a compaction of the root view
-//! covers its timestamp; `props` checks the answers against the full
-//! session on generated sessions.
+//! Only an unscoped, unbranched raw event is ever left out, and only when a
+//! compaction every view shows (no scope, branch or node path) covers its
+//! timestamp; `lean_tests` checks the answers against the full session on
+//! generated sessions.
 
 use super::event::{per_symbol, EventView, Span, Sym};
 use super::filter::Coverage;
@@ -51,8 +51,11 @@ pub mod mark {
 /// What lean loading needs to know of an event besides its [`EventView`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Facts {
-    /// A non-empty branch or node path: a view other than the root's may
-    /// show it, so it is always loaded.
+    /// A non-empty branch: views of other branches differ on it and the
+    /// branch lookups read it, so it is always loaded.
+    pub branched: bool,
+    /// A non-empty branch or node path: a compaction so placed is left out
+    /// of some views, so it covers nothing here and is always loaded.
     pub placed: bool,
     /// Loaded whatever the rules say (an abort event, a transfer).
     pub pinned: bool,
@@ -140,7 +143,7 @@ pub fn needed(
 
     let cut = cut(events, &root, &selected, settings);
     keep[cut..].iter_mut().for_each(|k| *k = true);
-    first_of_cut_invocations(events, cut, &mut keep);
+    first_of_cut_invocations(events, &selected, cut, &mut keep);
     close_over_ids(events, facts, ids, turn.answering, &mut keep);
 
     (0..n).filter(|&i| keep[i]).collect()
@@ -159,13 +162,15 @@ fn resumed(events: &[EventView], ids: &[Sym], answering: &[Sym]) -> Vec<Sym> {
         .collect()
 }
 
-/// Events every view or pass may read whatever their time: scoped, placed,
-/// pinned, rewinds, and those of the invocations under way.
+/// Events every view or pass may read whatever their time: scoped,
+/// branched, placed compactions, pinned, rewinds, and those of the
+/// invocations under way.
 fn always(events: &[EventView], facts: &[Facts], underway: &[Sym], keep: &mut [bool]) {
     let underway: FastSet<Sym> = underway.iter().copied().collect();
     for (i, (e, f)) in events.iter().zip(facts).enumerate() {
         if e.scope.is_some()
-            || f.placed
+            || f.branched
+            || (f.placed && e.compaction.is_some())
             || f.pinned
             || e.rewind_before.is_some()
             || e.invocation.is_some_and(|inv| underway.contains(&inv))
@@ -202,7 +207,8 @@ fn rewind_targets(events: &[EventView], keep: &mut [bool]) {
 /// subsumes, the newest one in stream order, and every raw event of `root`
 /// that no compaction of it covers.
 fn standing(events: &[EventView], facts: &[Facts], root: &[usize], keep: &mut [bool]) {
-    // Compactions every root-view prompt shows: no branch or node path.
+    // Compactions every root-view prompt shows: no branch or node path (a
+    // raw event they cover is left out of every view that shows it).
     let shown: Vec<usize> = root
         .iter()
         .copied()
@@ -343,10 +349,15 @@ fn window_start(events: &[EventView], selected: &[usize], window: SlidingWindow)
         .unwrap_or(events.len())
 }
 
-/// The first event and the first raw event of every invocation with an
-/// event at or after `cut`: the window orders invocations by their first
-/// raw event and opens at their first event.
-fn first_of_cut_invocations(events: &[EventView], cut: usize, keep: &mut [bool]) {
+/// The first event and the first raw event among `selected` of every
+/// invocation with an event at or after `cut`: the window orders
+/// invocations by their first raw event and opens at their first event.
+fn first_of_cut_invocations(
+    events: &[EventView],
+    selected: &[usize],
+    cut: usize,
+    keep: &mut [bool],
+) {
     let after: FastSet<Sym> = events[cut.min(events.len())..]
         .iter()
         .filter_map(|e| e.invocation)
@@ -355,7 +366,8 @@ fn first_of_cut_invocations(events: &[EventView], cut: usize, keep: &mut [bool])
         return;
     }
     let mut seen: FastSet<(Sym, bool)> = FastSet::default();
-    for (i, e) in events[..cut.min(events.len())].iter().enumerate() {
+    for &i in selected.iter().take_while(|&&i| i < cut) {
+        let e = &events[i];
         if let Some(inv) = e.invocation.filter(|inv| after.contains(inv)) {
             let first = seen.insert((inv, false));
             let first_raw = e.compaction.is_none() && seen.insert((inv, true));

@@ -25,6 +25,7 @@ struct Spec {
     scope: Option<u32>,
     tokens: Option<i64>,
     author: Option<u32>,
+    branched: bool,
     placed: bool,
     pinned: bool,
     marks: u8,
@@ -51,7 +52,7 @@ fn spec() -> impl Strategy<Value = Spec> {
             prop::option::weighted(0.08, CALLS),
             prop::option::weighted(0.3, 1i64..100),
             prop::option::of(40u32..43),
-            prop::bool::weighted(0.08),
+            (prop::bool::weighted(0.05), prop::bool::weighted(0.08)),
             prop::bool::weighted(0.04),
             0u8..8,
         ),
@@ -60,7 +61,7 @@ fn spec() -> impl Strategy<Value = Spec> {
             |(
                 (t, invocation, rewind, compaction),
                 (calls, responses, long_running),
-                (scope, tokens, author, placed, pinned, marks),
+                (scope, tokens, author, (branched, placed), pinned, marks),
             )| Spec {
                 t,
                 invocation,
@@ -72,7 +73,8 @@ fn spec() -> impl Strategy<Value = Spec> {
                 scope,
                 tokens,
                 author,
-                placed,
+                branched,
+                placed: placed || branched,
                 pinned,
                 marks,
             },
@@ -101,11 +103,13 @@ fn build(specs: &[Spec], first: u64, ids: &mut Vec<Sym>) -> (Vec<EventView>, Vec
             timestamp: f64::from(s.t),
             invocation: s.invocation,
             rewind_before: s.rewind,
-            compaction: s.compaction.map(|(start, end, has_content)| CompactionView {
-                start: start.map(f64::from),
-                end: end.map(f64::from),
-                has_content,
-            }),
+            compaction: s
+                .compaction
+                .map(|(start, end, has_content)| CompactionView {
+                    start: start.map(f64::from),
+                    end: end.map(f64::from),
+                    has_content,
+                }),
             calls,
             responses,
             has_responses: !s.responses.is_empty(),
@@ -116,6 +120,7 @@ fn build(specs: &[Spec], first: u64, ids: &mut Vec<Sym>) -> (Vec<EventView>, Vec
             ..Default::default()
         });
         facts.push(Facts {
+            branched: s.branched,
             placed: s.placed,
             pinned: s.pinned,
             marks: s.marks,
@@ -132,7 +137,11 @@ fn idents(views: &[EventView], at: impl IntoIterator<Item = usize>) -> Vec<u64> 
 
 /// What the prompt of the agents of `scope` shows: the filtered history and
 /// the calls recovery re-injects (`None`: declined).
-fn prompt(views: &[EventView], ids: &[Sym], scope: Option<Sym>) -> Option<(Vec<(bool, u64)>, Vec<u64>)> {
+fn prompt(
+    views: &[EventView],
+    ids: &[Sym],
+    scope: Option<Sym>,
+) -> Option<(Vec<(bool, u64)>, Vec<u64>)> {
     let live: Vec<EventView> = apply_rewinds(views)
         .into_iter()
         .map(|i| views[i])
@@ -177,8 +186,14 @@ fn plan(views: &[EventView], plan: Result<Plan, CoreError>) -> String {
     let id = |i: u32| views[i as usize].ident;
     let priced = p.priced.map(|pr| {
         (
-            pr.removed.iter().map(|&(i, s)| (id(i), s)).collect::<Vec<_>>(),
-            pr.added.iter().map(|&(i, s)| (id(i), s)).collect::<Vec<_>>(),
+            pr.removed
+                .iter()
+                .map(|&(i, s)| (id(i), s))
+                .collect::<Vec<_>>(),
+            pr.added
+                .iter()
+                .map(|&(i, s)| (id(i), s))
+                .collect::<Vec<_>>(),
             pr.weightless_added,
             pr.previous.map(id),
             pr.materialized,
@@ -215,7 +230,10 @@ fn answers(views: &[EventView], ids: &[Sym], window: SlidingWindow, rules: Rules
                 let mut reader = Complete { views, ids };
                 out.push(format!(
                     "token {scope:?} {agent:?} {retention} {}",
-                    plan(views, select::token(&mut reader, scope, agent, retention, rules))
+                    plan(
+                        views,
+                        select::token(&mut reader, scope, agent, retention, rules)
+                    )
                 ));
             }
         }
@@ -356,7 +374,13 @@ fn an_uncovered_gap_is_loaded() {
     s.compaction(6.5, 1.0, 2.0);
     s.compaction(6.6, 5.0, 6.0);
     let facts = vec![Facts::default(); s.events.len()];
-    let keep = needed(&s.events, &facts, &s.ids, &Settings::default(), Turn::default());
+    let keep = needed(
+        &s.events,
+        &facts,
+        &s.ids,
+        &Settings::default(),
+        Turn::default(),
+    );
     assert_eq!(keep, vec![2, 3, 6, 7]);
 }
 
@@ -368,6 +392,12 @@ fn a_covered_call_whose_response_shows_is_loaded() {
     s.compaction(2.5, 1.0, 2.0);
     s.response(3.0, 1, 20);
     let facts = vec![Facts::default(); s.events.len()];
-    let keep = needed(&s.events, &facts, &s.ids, &Settings::default(), Turn::default());
+    let keep = needed(
+        &s.events,
+        &facts,
+        &s.ids,
+        &Settings::default(),
+        Turn::default(),
+    );
     assert_eq!(keep, vec![0, 2, 3]);
 }
