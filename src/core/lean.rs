@@ -62,8 +62,7 @@ pub struct Facts {
     /// [`mark`] bits.
     pub marks: u8,
     /// Function-call ids the event names outside its parts (the
-    /// `<tool>@<id>` segments of its branch), in the same arena as the
-    /// views' spans.
+    /// `<tool>@<id>` segments of its branch), in the refs arena.
     pub refs: Span,
 }
 
@@ -98,13 +97,14 @@ pub struct Turn<'a> {
 
 /// Positions (ascending) of the events a turn reads, out of `events` in the
 /// order the store loads them. `facts` has one entry per event; `ids` is the
-/// arena of the views' spans and the facts' refs. Isolation scopes, call ids
-/// and refs must be symbols of one interner (a scope names the call that
-/// opened it).
+/// arena of the views' spans and `refs` that of the facts'. Isolation
+/// scopes, call ids and refs must be symbols of one interner (a scope names
+/// the call that opened it).
 pub fn needed(
     events: &[EventView],
     facts: &[Facts],
     ids: &[Sym],
+    refs: &[Sym],
     settings: &Settings,
     turn: Turn<'_>,
 ) -> Vec<usize> {
@@ -144,7 +144,7 @@ pub fn needed(
     let cut = cut(events, &root, &selected, settings);
     keep[cut..].iter_mut().for_each(|k| *k = true);
     first_of_cut_invocations(events, &selected, cut, &mut keep);
-    close_over_ids(events, facts, ids, turn.answering, &mut keep);
+    close_over_ids(events, facts, (ids, refs), turn.answering, &mut keep);
 
     (0..n).filter(|&i| keep[i]).collect()
 }
@@ -233,14 +233,24 @@ fn standing(events: &[EventView], facts: &[Facts], root: &[usize], keep: &mut [b
     }
 }
 
-/// The token threshold's candidates among `selected`: every raw event past
-/// the newest surviving compaction's end, covered or not.
+/// The token threshold's candidates among `selected` (every raw event past
+/// the newest surviving compaction's end, covered or not), its rolling
+/// seed, and the compaction the sliding window counts from.
 fn candidates(events: &[EventView], selected: &[usize], keep: &mut [bool]) {
     let views: Vec<EventView> = selected.iter().map(|&i| events[i]).collect();
     let latest = compaction_ranges(&views).last().map(|r| r.index);
     if let Some(at) = latest {
         // The rolling seed.
         keep[selected[at]] = true;
+    }
+    // The compaction the sliding window counts from.
+    if let Some(&i) = selected.iter().rev().find(|&&i| {
+        events[i]
+            .compaction
+            .and_then(|c| c.end)
+            .is_some_and(|end| end != 0.0)
+    }) {
+        keep[i] = true;
     }
     let end = latest
         .and_then(|at| views[at].compaction?.end)
@@ -380,11 +390,16 @@ fn first_of_cut_invocations(
 
 /// The ids an event names: its calls, responses, long-running and pending
 /// markers, its branch's refs and its scope.
-fn named<'a>(e: &EventView, f: &Facts, ids: &'a [Sym]) -> impl Iterator<Item = Sym> + 'a {
-    let spans = [e.calls, e.responses, e.long_running, e.pending, f.refs];
+fn named<'a>(
+    e: &EventView,
+    f: &Facts,
+    (ids, refs): (&'a [Sym], &'a [Sym]),
+) -> impl Iterator<Item = Sym> + 'a {
+    let spans = [e.calls, e.responses, e.long_running, e.pending];
     spans
         .into_iter()
         .flat_map(move |s| s.of(ids).iter().copied())
+        .chain(f.refs.of(refs).iter().copied())
         .chain(e.scope)
 }
 
@@ -393,7 +408,7 @@ fn named<'a>(e: &EventView, f: &Facts, ids: &'a [Sym]) -> impl Iterator<Item = S
 fn close_over_ids(
     events: &[EventView],
     facts: &[Facts],
-    ids: &[Sym],
+    ids: (&[Sym], &[Sym]),
     answering: &[Sym],
     keep: &mut [bool],
 ) {

@@ -275,7 +275,7 @@ proptest! {
         let settings = Settings { window: Some(window), rules };
         let answering: Vec<Sym> = turn.iter().flat_map(|s| s.responses.iter().copied()).collect();
         let _ = &answering;
-        let keep = needed(&views, &facts, &ids, &settings, Turn { underway: &[], answering: &answering });
+        let keep = needed(&views, &facts, &ids, &[], &settings, Turn { underway: &[], answering: &answering });
         prop_assert!(keep.windows(2).all(|w| w[0] < w[1]));
         let lean = lean_of(&views, &keep);
         prop_assert_eq!(answers(&lean, &ids, window, rules), answers(&views, &ids, window, rules));
@@ -355,7 +355,7 @@ proptest! {
         let facts = vec![Facts::default(); s.events.len()];
         let window = SlidingWindow { interval, overlap };
         let settings = Settings { window: Some(window), rules: Rules::LATEST };
-        let keep = needed(&s.events, &facts, &s.ids, &settings, Turn::default());
+        let keep = needed(&s.events, &facts, &s.ids, &[], &settings, Turn::default());
         let summaries = s.events.iter().filter(|e| e.compaction.is_some()).count();
         prop_assert!(keep.len() <= summaries + 3 * (interval + overlap + 1) + 1,
             "{} kept of {}", keep.len(), s.events.len());
@@ -378,6 +378,7 @@ fn an_uncovered_gap_is_loaded() {
         &s.events,
         &facts,
         &s.ids,
+        &[],
         &Settings::default(),
         Turn::default(),
     );
@@ -396,6 +397,7 @@ fn a_covered_call_whose_response_shows_is_loaded() {
         &s.events,
         &facts,
         &s.ids,
+        &[],
         &Settings::default(),
         Turn::default(),
     );
