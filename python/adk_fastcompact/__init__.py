@@ -14,6 +14,7 @@ from typing import Any as _Any
 from . import _interpreter as _interpreter  # first: refuses free-threaded builds
 from ._native import __version__, index_clear, index_configure, index_stats
 from ._patch import (
+    LOADINGS,
     MODES,
     SUPPORTED_ADK_VERSIONS,
     UnsupportedAdkVersionError,
@@ -26,7 +27,9 @@ from ._patch import (
 
 # Public name -> module defining it; these need google-adk 2.13's modules.
 _LAZY: dict[str, str] = {
+    "LeanSessionConfig": "_lean",
     "analyze_sessions": "_analysis",
+    "loading_stats": "_lean",
     "run_compaction_for_sliding_window": "_compaction",
     "run_compaction_for_token_threshold_config": "_compaction",
     "apply_rewinds": "_filtering",
@@ -56,6 +59,8 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "LOADINGS",
+    "LeanSessionConfig",
     "MODES",
     "SUPPORTED_ADK_VERSIONS",
     "UnsupportedAdkVersionError",
@@ -70,6 +75,7 @@ __all__ = [
     "index_stats",
     "install",
     "installed",
+    "loading_stats",
     "process_compaction_events",
     "recover_compacted_function_calls",
     "run_compaction_for_sliding_window",

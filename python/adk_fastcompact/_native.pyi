@@ -640,6 +640,28 @@ def stored_again(events: object, event: object) -> bool | None:
       Whether it is stored already, or None to decline.
     """
 
+def lean_positions(
+    events: object,
+    compaction_interval: int | None = None,
+    overlap_size: int = 0,
+    rules: Rules | None = None,
+    underway: list[str] = ...,
+    answering: list[str] = ...,
+) -> list[int] | None:
+    """Positions of the events a Runner turn reads (docs/lean-loading.md).
+
+    Args:
+      events: The stored session's events, in the order the store loads them.
+      compaction_interval: The app's sliding-window interval (None: none).
+      overlap_size: The sliding window's overlap.
+      rules: The family's selection rules (google-adk 2.13's by default).
+      underway: Invocation ids whose events are all needed (a resumed one).
+      answering: Function-call ids the turn's new message answers.
+
+    Returns:
+      Ascending positions, or None to decline (load the whole session).
+    """
+
 def apply_rewinds(events: object) -> list[Event] | None:
     """The events that survive every rewind, in order.
 

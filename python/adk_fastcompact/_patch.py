@@ -33,6 +33,9 @@ SUPPORTED_ADK_VERSIONS: tuple[str, ...] = tuple(
 #: Modes `install()` accepts.
 MODES: tuple[str, ...] = ("parity", "exact")
 
+LOADINGS: tuple[str, ...] = ("full", "lean")
+"""What `install(loading=...)` accepts (docs/lean-loading.md)."""
+
 
 def _parity() -> dict[str, Callable[..., Any]]:
     from . import _compaction, _filtering
@@ -275,7 +278,13 @@ def replacement(name: str, mode: str = "parity") -> Callable[..., Any]:
     return _bound[key]
 
 
-def install(mode: str = "parity", *, strict: bool = False, clock_skew: float | None = None) -> bool:
+def install(
+    mode: str = "parity",
+    *,
+    strict: bool = False,
+    clock_skew: float | None = None,
+    loading: str = "full",
+) -> bool:
     """Makes google-adk use the Rust implementations.
 
     Args:
@@ -292,6 +301,12 @@ def install(mode: str = "parity", *, strict: bool = False, clock_skew: float | N
         such an event (it may show summarized events stamped within the
         margin raw beside their summary). None: 1.0 (docs/exact-mode.md,
         "Clocks other than the writer's"); each call sets it.
+      loading: What the Runner's own session loads (`run_async`,
+        `run_live`) hold: `"full"`, the whole session (google-adk's), or
+        `"lean"`, only the events the turn reads (docs/lean-loading.md).
+        Either way a run can ask for a lean load with
+        `RunConfig(get_session_config=LeanSessionConfig())`. Each call sets
+        it.
 
     Returns:
       True when the accelerator is active after the call.
@@ -305,6 +320,8 @@ def install(mode: str = "parity", *, strict: bool = False, clock_skew: float | N
     global _mode
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES!r}, not {mode!r}")
+    if loading not in LOADINGS:
+        raise ValueError(f"loading must be one of {LOADINGS!r}, not {loading!r}")
     from . import _underway
 
     if mode == "exact":
@@ -323,6 +340,7 @@ def install(mode: str = "parity", *, strict: bool = False, clock_skew: float | N
                 raise ValueError(f"already installed in mode {_mode!r}; uninstall first")
             if mode == "exact":
                 _underway.set_clock_skew(skew)
+            _set_loading(loading)
             return True
         originals = {}
         for name in replacements(mode):
@@ -335,8 +353,24 @@ def install(mode: str = "parity", *, strict: bool = False, clock_skew: float | N
         if mode == "exact":
             _underway.set_clock_skew(skew)
             _undo.append(_underway.hook())
+        _hook_lean_loads()
+        _set_loading(loading)
         _mode = mode
     return True
+
+
+def _set_loading(loading: str) -> None:
+    from . import _lean
+
+    _lean.set_loading(loading)
+
+
+def _hook_lean_loads() -> None:
+    """Lets a run load only the events it reads (`_lean`)."""
+    from . import _lean
+
+    _undo.append(_lean.hook())
+    _undo.append(lambda: _lean.set_loading("full"))
 
 
 _MISSING = object()
@@ -374,19 +408,27 @@ def _hook_session_copies() -> None:
     # resolved to: there the class gets an attribute of its own, named for
     # what it overrides), with its parameters, so that a wrong call raises
     # the replaced copier's `TypeError`.
+    # The in-memory service's lean load copies only the events the turn
+    # reads (`_lean.picked`: the session itself unless one is under way).
+    from ._lean import picked
+
     if next(iter(inspect.signature(inherited).parameters)) == "self":
 
         def __deepcopy__(self: Any, memo: dict[int, Any] | None = None) -> Any:
-            copied = copier(self, memo)
-            _native.index_copied(self.__dict__.get("events"), copied.__dict__.get("events"), copied)
+            source = picked(self)
+            copied = copier(source, memo)
+            _native.index_copied(
+                source.__dict__.get("events"), copied.__dict__.get("events"), copied
+            )
             return copied
 
     else:
 
         def __deepcopy__(model: Any, memo: dict[int, Any] | None = None) -> Any:  # type: ignore[misc]
-            copied = copier(model, memo)
+            source = picked(model)
+            copied = copier(source, memo)
             _native.index_copied(
-                model.__dict__.get("events"), copied.__dict__.get("events"), copied
+                source.__dict__.get("events"), copied.__dict__.get("events"), copied
             )
             return copied
 

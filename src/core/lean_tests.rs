@@ -130,18 +130,13 @@ fn build(specs: &[Spec], first: u64, ids: &mut Vec<Sym>) -> (Vec<EventView>, Vec
     (views, facts)
 }
 
-/// Identity of the item at `i`, for results given as positions.
-fn idents(views: &[EventView], at: impl IntoIterator<Item = usize>) -> Vec<u64> {
-    at.into_iter().map(|i| views[i].ident).collect()
-}
+/// A prompt's filtered history (whether a summary, identity) and the
+/// history after call recovery.
+type Shown = (Vec<(bool, u64)>, Vec<u64>);
 
 /// What the prompt of the agents of `scope` shows: the filtered history and
 /// the calls recovery re-injects (`None`: declined).
-fn prompt(
-    views: &[EventView],
-    ids: &[Sym],
-    scope: Option<Sym>,
-) -> Option<(Vec<(bool, u64)>, Vec<u64>)> {
+fn prompt(views: &[EventView], ids: &[Sym], scope: Option<Sym>) -> Option<Shown> {
     let live: Vec<EventView> = apply_rewinds(views)
         .into_iter()
         .map(|i| views[i])

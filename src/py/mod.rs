@@ -16,6 +16,7 @@ mod error;
 mod exact;
 mod filter;
 mod index;
+mod lean;
 mod ranges;
 mod reading;
 mod recover;
@@ -55,6 +56,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(index::index_configure, m)?)?;
     m.add_function(wrap_pyfunction!(index::copies::index_copied, m)?)?;
     m.add_function(wrap_pyfunction!(index::index_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(lean::lean_positions, m)?)?;
     m.add_function(wrap_pyfunction!(rewind::apply_rewinds, m)?)?;
     m.add_function(wrap_pyfunction!(rows::stored_event, m)?)?;
     m.add_function(wrap_pyfunction!(scans::function_call_ids, m)?)?;

@@ -93,7 +93,7 @@ impl FamilyRules {
 }
 
 /// The rules given, or google-adk 2.13's.
-fn rules_of(rules: Option<&Bound<'_, FamilyRules>>) -> Rules {
+pub(crate) fn rules_of(rules: Option<&Bound<'_, FamilyRules>>) -> Rules {
     rules.map_or(Rules::LATEST, |r| r.get().0)
 }
 
