@@ -60,9 +60,9 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "LOADINGS",
-    "LeanSessionConfig",
     "MODES",
     "SUPPORTED_ADK_VERSIONS",
+    "LeanSessionConfig",
     "UnsupportedAdkVersionError",
     "UnsupportedAdkVersionWarning",
     "__version__",

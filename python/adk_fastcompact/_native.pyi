@@ -44,6 +44,7 @@ __all__ = [
     "index_configure",
     "index_copied",
     "index_stats",
+    "lean_positions",
     "new_coverage_record",
     "process_compaction_events",
     "prompt_chars_delta",
