@@ -85,6 +85,43 @@ impl Default for Settings {
     }
 }
 
+/// The live events (past rewinds), the root view's (live and unscoped:
+/// every prompt of an unscoped agent reads only these), and what the root
+/// view's selections read (before 2.5 rewound events too, before 2.13
+/// every scope's).
+fn views_of(events: &[EventView], rules: Rules) -> (Vec<usize>, Vec<usize>, Vec<usize>) {
+    let live = apply_rewinds(events);
+    let root: Vec<usize> = live
+        .iter()
+        .copied()
+        .filter(|&i| events[i].scope.is_none())
+        .collect();
+    let all: Vec<usize>;
+    let from = if rules.rewinds {
+        &live
+    } else {
+        all = (0..events.len()).collect();
+        &all
+    };
+    let selected = from
+        .iter()
+        .copied()
+        .filter(|&i| !rules.scoped || events[i].scope.is_none())
+        .collect();
+    (live, root, selected)
+}
+
+/// The newest surviving compaction of `selected` (the token threshold's
+/// rolling seed) and its end (0.0 without one).
+fn surviving_end(events: &[EventView], selected: &[usize]) -> (Option<usize>, f64) {
+    let views: Vec<EventView> = selected.iter().map(|&i| events[i]).collect();
+    let latest = compaction_ranges(&views).last().map(|r| r.index);
+    let end = latest
+        .and_then(|at| views[at].compaction?.end)
+        .unwrap_or(0.0);
+    (latest.map(|at| selected[at]), end)
+}
+
 /// What is known of the turn before its session loads.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Turn<'a> {
@@ -93,6 +130,102 @@ pub struct Turn<'a> {
     /// Function-call ids the turn's new message answers: every event naming
     /// one is loaded, with every event of the invocations that called it.
     pub answering: &'a [Sym],
+}
+
+/// What a lean list left out, as far as a later turn can reach back to it:
+/// the ids and invocations its events name. A list that grew by a tail
+/// naming none of them (and holding no rewind) has the same lean list as the
+/// lean list grown by that tail ([`Dropped::admits`]), which is how a
+/// session's lean list is kept up to date without reading what it dropped.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Dropped {
+    ids: FastSet<Sym>,
+    invocations: FastSet<Sym>,
+    /// The end of the newest surviving compaction when the list was made
+    /// lean: the token threshold's candidates are the events past it, and
+    /// the sliding window counts from no earlier. A compaction ending no
+    /// later reaches back.
+    floor: f64,
+}
+
+impl Dropped {
+    /// Whether the lean list of the session grown by `tail` (with `turn`'s
+    /// message) is that of its lean list grown by `tail`: no rewind in the
+    /// tail and no compaction ending at or before the floor (they reach
+    /// back), and neither the tail nor the turn names an id or an
+    /// invocation of a left-out event.
+    pub fn admits(
+        &self,
+        tail: &[EventView],
+        facts: &[Facts],
+        (ids, refs): (&[Sym], &[Sym]),
+        turn: Turn<'_>,
+    ) -> bool {
+        let names = |sym: &Sym| self.ids.contains(sym);
+        let runs = |sym: &Sym| self.invocations.contains(sym);
+        // The sliding window counts from a compaction with a truthy end,
+        // the token threshold from one with a range.
+        let reaches_back = |e: &EventView| {
+            let Some(c) = e.compaction else {
+                return false;
+            };
+            let end = match (c.bounds(), c.end) {
+                (Some((_, end)), _) => end,
+                (None, Some(end)) if end != 0.0 => end,
+                _ => return false,
+            };
+            end.partial_cmp(&self.floor) != Some(std::cmp::Ordering::Greater)
+        };
+        !(tail
+            .iter()
+            .any(|e| e.rewind_before.is_some() || reaches_back(e))
+            || tail
+                .iter()
+                .zip(facts)
+                .any(|(e, f)| named(e, f, (ids, refs)).any(|id| names(&id)))
+            || tail.iter().filter_map(|e| e.invocation.as_ref()).any(runs)
+            || turn.answering.iter().any(names)
+            || turn.underway.iter().any(runs))
+    }
+
+    /// Bytes held.
+    pub fn memory_bytes(&self) -> usize {
+        (self.ids.capacity() + self.invocations.capacity()) * 8
+    }
+}
+
+/// [`needed`] with what it left out.
+pub fn decide(
+    events: &[EventView],
+    facts: &[Facts],
+    ids: &[Sym],
+    refs: &[Sym],
+    settings: &Settings,
+    turn: Turn<'_>,
+) -> (Vec<usize>, Dropped) {
+    let keep = needed(events, facts, ids, refs, settings, turn);
+    let mut dropped = Dropped::default();
+    let mut kept = keep.iter().copied().peekable();
+    for (i, (e, f)) in events.iter().zip(facts).enumerate() {
+        if kept.next_if_eq(&i).is_some() {
+            continue;
+        }
+        dropped.ids.extend(named(e, f, (ids, refs)));
+        dropped.invocations.extend(e.invocation);
+    }
+    let (_, _, selected) = views_of(events, settings.rules);
+    dropped.floor = surviving_end(events, &selected).1;
+    (keep, dropped)
+}
+
+impl Dropped {
+    /// What both left out (`self` then `later`, made lean from `self`'s
+    /// lean list grown by a tail it admitted): the later floor.
+    pub fn merge(&mut self, later: Dropped) {
+        self.ids.extend(later.ids);
+        self.invocations.extend(later.invocations);
+        self.floor = later.floor;
+    }
 }
 
 /// Positions (ascending) of the events a turn reads, out of `events` in the
@@ -111,23 +244,8 @@ pub fn needed(
     let n = events.len();
     debug_assert_eq!(facts.len(), n);
     let mut keep = vec![false; n];
-    let live = apply_rewinds(events);
-    // The root view's live events: every prompt of an unscoped agent reads
-    // only these.
-    let root: Vec<usize> = live
-        .iter()
-        .copied()
-        .filter(|&i| events[i].scope.is_none())
-        .collect();
-    // What the root view's selections read: before 2.5 rewound events too,
-    // before 2.13 every scope's.
-    let rules = settings.rules;
+    let (live, root, selected) = views_of(events, settings.rules);
     let all: Vec<usize> = (0..n).collect();
-    let selected: Vec<usize> = if rules.rewinds { &live } else { &all }
-        .iter()
-        .copied()
-        .filter(|&i| !rules.scoped || events[i].scope.is_none())
-        .collect();
 
     let resumed = resumed(events, ids, turn.answering);
     let underway: Vec<Sym> = turn.underway.iter().chain(&resumed).copied().collect();
@@ -237,11 +355,10 @@ fn standing(events: &[EventView], facts: &[Facts], root: &[usize], keep: &mut [b
 /// the newest surviving compaction's end, covered or not), its rolling
 /// seed, and the compaction the sliding window counts from.
 fn candidates(events: &[EventView], selected: &[usize], keep: &mut [bool]) {
-    let views: Vec<EventView> = selected.iter().map(|&i| events[i]).collect();
-    let latest = compaction_ranges(&views).last().map(|r| r.index);
+    let (latest, end) = surviving_end(events, selected);
     if let Some(at) = latest {
         // The rolling seed.
-        keep[selected[at]] = true;
+        keep[at] = true;
     }
     // The compaction the sliding window counts from.
     if let Some(&i) = selected.iter().rev().find(|&&i| {
@@ -252,9 +369,6 @@ fn candidates(events: &[EventView], selected: &[usize], keep: &mut [bool]) {
     }) {
         keep[i] = true;
     }
-    let end = latest
-        .and_then(|at| views[at].compaction?.end)
-        .unwrap_or(0.0);
     for &i in selected {
         let e = &events[i];
         if e.compaction.is_none() && e.timestamp > end {

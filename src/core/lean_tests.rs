@@ -298,6 +298,22 @@ proptest! {
             answers(&full_after, &ids, window, rules)
         );
 
+        // Kept up to date: the lean list grown by the turn, made lean again,
+        // where what was left out admits the turn.
+        let (again, dropped) = decide(&views, &facts, &ids, &[], &settings, Turn { underway: &[], answering: &answering });
+        prop_assert_eq!(&again, &keep);
+        let tail_facts = vec![Facts::default(); tail.len()];
+        let next = Turn::default();
+        if dropped.admits(&tail, &tail_facts, (&ids, &[]), next) {
+            let lean_facts: Vec<Facts> = keep.iter().map(|&i| facts[i]).chain(tail_facts.iter().copied()).collect();
+            let relean = needed(&lean_after, &lean_facts, &ids, &[], &settings, next);
+            let lean2 = lean_of(&lean_after, &relean);
+            prop_assert_eq!(
+                answers(&lean2, &ids, window, rules),
+                answers(&full_after, &ids, window, rules)
+            );
+        }
+
         // A compaction made during the turn over the token threshold's
         // selection, then the sliding window after it.
         let mut reader = Complete { views: &full_after, ids: &ids };
@@ -319,6 +335,59 @@ proptest! {
                     answers(&full_made, &ids, window, rules)
                 );
             }
+        }
+    }
+
+    #[test]
+    fn a_lean_list_kept_up_to_date_turn_by_turn_answers_as_the_full_one(
+        specs in prop::collection::vec(spec(), 0..30),
+        turns in prop::collection::vec(prop::collection::vec(spec(), 1..5), 1..6),
+        interval in 1usize..4,
+        overlap in 0usize..3,
+    ) {
+        let rules = Rules::LATEST;
+        let window = SlidingWindow { interval, overlap };
+        let settings = Settings { window: Some(window), rules };
+        let mut ids = Vec::new();
+        let (mut full, mut full_facts) = build(&specs, 0, &mut ids);
+        let (keep, mut dropped) = decide(&full, &full_facts, &ids, &[], &settings, Turn::default());
+        let mut lean: Vec<EventView> = lean_of(&full, &keep);
+        let mut lean_facts: Vec<Facts> = keep.iter().map(|&i| full_facts[i]).collect();
+        for (k, turn) in turns.into_iter().enumerate() {
+            // A turn: new invocation, new call ids (its responses may answer
+            // stored calls, as a resumed long-running call's do).
+            let turn: Vec<Spec> = turn
+                .into_iter()
+                .map(|s| Spec {
+                    t: s.t + 30 * (k as u8 + 1),
+                    invocation: Some(10 + k as u32),
+                    rewind: None,
+                    calls: s.calls.iter().map(|c| c + 100 + 10 * k as u32).collect(),
+                    long_running: vec![],
+                    ..s
+                })
+                .collect();
+            let answering: Vec<Sym> = turn.iter().flat_map(|s| s.responses.iter().copied()).collect();
+            let message = Turn { underway: &[], answering: &answering };
+            let (tail, tail_facts) = build(&turn, 1000 * (k as u64 + 1), &mut ids);
+            if dropped.admits(&tail, &tail_facts, (&ids, &[]), message) {
+                lean.extend_from_slice(&tail);
+                lean_facts.extend_from_slice(&tail_facts);
+                let (keep, more) = decide(&lean, &lean_facts, &ids, &[], &settings, message);
+                lean = lean_of(&lean, &keep);
+                lean_facts = keep.iter().map(|&i| lean_facts[i]).collect();
+                dropped.merge(more);
+                full.extend_from_slice(&tail);
+                full_facts.extend_from_slice(&tail_facts);
+            } else {
+                full.extend_from_slice(&tail);
+                full_facts.extend_from_slice(&tail_facts);
+                let (keep, again) = decide(&full, &full_facts, &ids, &[], &settings, message);
+                lean = lean_of(&full, &keep);
+                lean_facts = keep.iter().map(|&i| full_facts[i]).collect();
+                dropped = again;
+            }
+            prop_assert_eq!(answers(&lean, &ids, window, rules), answers(&full, &ids, window, rules));
         }
     }
 
