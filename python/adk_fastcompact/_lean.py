@@ -71,11 +71,14 @@ class LeanSessionConfig(GetSessionConfig):
         return self
 
 
-def set_loading(loading: str) -> None:
+def set_loading(loading: str, mode: str = "parity") -> None:
     """Sets what the Runner's loads are when a run passes no config (one of
-    `_patch.LOADINGS`, which `install` checks)."""
+    `_patch.LOADINGS`, which `install` checks). Exact mode loads whole
+    sessions (said once in the log)."""
     global _loading
     _loading = loading
+    if loading == "lean" and mode != "parity":
+        _fell_back("exact mode loads whole sessions", count=False)
 
 
 def loading() -> str:
@@ -92,8 +95,9 @@ def loading_stats(reset: bool = False) -> dict[str, int]:
     return stats
 
 
-def _fell_back(reason: str) -> None:
-    _stats[f"full: {reason}"] += 1
+def _fell_back(reason: str, *, count: bool = True) -> None:
+    if count:
+        _stats[f"full: {reason}"] += 1
     if reason not in _logged:
         _logged.add(reason)
         logger.info("adk_fastcompact: a lean load fell back to the whole session: %s", reason)
@@ -123,9 +127,8 @@ def for_run(runner: Any, run_config: Any, new_message: Any, invocation_id: Any) 
     elif not isinstance(given, LeanSessionConfig):
         return run_config
     config: LeanSessionConfig = given.model_copy()
-    if _patch.installed() != "parity":
-        _fell_back("exact mode")
-        config = None  # type: ignore[assignment]
+    if _patch.installed() != "parity":  # the hook is parity mode's
+        return run_config
     else:
         compaction = getattr(getattr(runner, "app", None), "events_compaction_config", None)
         interval = getattr(compaction, "compaction_interval", None)
@@ -195,6 +198,8 @@ def _in_memory_get_session(original: Callable[..., Any]) -> Callable[..., Any]:
         session_id: Any,
         config: Any = None,
     ) -> Any:
+        if isinstance(config, LeanSessionConfig) and not config._filled:
+            _fell_back("not filled by a Runner run (exact mode, or a direct call)")
         if isinstance(config, LeanSessionConfig) and config._filled:
             token = _pending.set(config)
             try:
@@ -278,23 +283,25 @@ def _run_live(original: Callable[..., Any]) -> Callable[..., Any]:
     return run_live
 
 
-def hook() -> Callable[[], None]:
-    """Wraps `Runner.run_async`, `Runner.run_live` and
-    `InMemorySessionService.get_session` where they take google-adk 2.13's
-    parameters, under the replaced methods' names; returns what undoes it.
-    Where a method takes other parameters it is left as it is (logged), and
-    a lean run of it loads whole."""
+def hook(mode: str) -> Callable[[], None]:
+    """Wraps `Runner.run_async` and `Runner.run_live` (parity mode; exact
+    mode loads whole sessions) and `InMemorySessionService.get_session`
+    where they take google-adk 2.13's parameters, under the replaced
+    methods' names; returns what undoes it. Where a method takes other
+    parameters it is left as it is (logged), and a lean run of it loads
+    whole."""
     from google.adk.runners import Runner
     from google.adk.sessions.in_memory_session_service import InMemorySessionService
 
     from ._patch import carry_names, hooked_as, same_parameters
 
+    targets: list[tuple[Any, str, Callable[[Callable[..., Any]], Callable[..., Any]]]] = [
+        (InMemorySessionService, "get_session", _in_memory_get_session)
+    ]
+    if mode == "parity":
+        targets += [(Runner, "run_async", _run_async), (Runner, "run_live", _run_live)]
     done: list[tuple[Any, str, Any, Any]] = []
-    for owner, name, wrap in (
-        (Runner, "run_async", _run_async),
-        (Runner, "run_live", _run_live),
-        (InMemorySessionService, "get_session", _in_memory_get_session),
-    ):
+    for owner, name, wrap in targets:
         original = owner.__dict__.get(name)
         if original is None:
             continue

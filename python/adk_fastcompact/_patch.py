@@ -340,7 +340,7 @@ def install(
                 raise ValueError(f"already installed in mode {_mode!r}; uninstall first")
             if mode == "exact":
                 _underway.set_clock_skew(skew)
-            _set_loading(loading)
+            _set_loading(loading, mode)
             return True
         originals = {}
         for name in replacements(mode):
@@ -353,23 +353,23 @@ def install(
         if mode == "exact":
             _underway.set_clock_skew(skew)
             _undo.append(_underway.hook())
-        _hook_lean_loads()
-        _set_loading(loading)
+        _hook_lean_loads(mode)
+        _set_loading(loading, mode)
         _mode = mode
     return True
 
 
-def _set_loading(loading: str) -> None:
+def _set_loading(loading: str, mode: str) -> None:
     from . import _lean
 
-    _lean.set_loading(loading)
+    _lean.set_loading(loading, mode)
 
 
-def _hook_lean_loads() -> None:
+def _hook_lean_loads(mode: str) -> None:
     """Lets a run load only the events it reads (`_lean`)."""
     from . import _lean
 
-    _undo.append(_lean.hook())
+    _undo.append(_lean.hook(mode))
     _undo.append(lambda: _lean.set_loading("full"))
 
 

@@ -24,6 +24,8 @@ pub(super) struct Counters {
     pub(super) summaries_reused: u64,
     pub(super) summaries_built: u64,
     pub(super) rewinds_reused: u64,
+    /// Lean decisions answered from the last one grown by new events.
+    pub(super) lean_reused: u64,
     pub(super) ranges_reused: u64,
     pub(super) filters_reused: u64,
     pub(super) recoveries_reused: u64,
@@ -60,6 +62,7 @@ pub(super) static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
         summaries_reused: 0,
         summaries_built: 0,
         rewinds_reused: 0,
+        lean_reused: 0,
         ranges_reused: 0,
         filters_reused: 0,
         recoveries_reused: 0,
@@ -147,6 +150,7 @@ impl Counters {
         self.summaries_reused += c.summaries_reused;
         self.summaries_built += c.summaries_built;
         self.rewinds_reused += c.rewinds_reused;
+        self.lean_reused += c.lean_reused;
         self.ranges_reused += c.ranges_reused;
         self.filters_reused += c.filters_reused;
         self.recoveries_reused += c.recoveries_reused;

@@ -2,11 +2,12 @@
 //! (`extract`, with field positions cached by `fields`, dict version tags
 //! from `version_tag`, cache misses overlapped by `prefetch`, the model
 //! classes of `classes`, the views' buffers of `scratch`), single values
-//! as google-adk compares them (`read`), and a request content's weight
-//! (`size`). Nothing here decides what google-adk decides.
+//! as google-adk compares them (`read`), what lean loading reads besides a
+//! view (`facts`), and a request content's weight (`size`). Nothing here decides what google-adk decides.
 
 pub mod classes;
 pub mod extract;
+pub mod facts;
 pub mod fields;
 pub mod prefetch;
 pub mod read;

@@ -11,6 +11,7 @@
 
 pub mod exact;
 pub mod filter;
+pub mod lean;
 pub mod ranges;
 pub mod recovery;
 pub mod rewinds;
