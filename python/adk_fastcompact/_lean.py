@@ -203,13 +203,18 @@ def _in_memory_get_session(original: Callable[..., Any]) -> Callable[..., Any]:
         if isinstance(config, LeanSessionConfig) and config._filled:
             token = _pending.set(config)
             try:
-                return await original(
+                session = await original(
                     self,
                     app_name=app_name,
                     user_id=user_id,
                     session_id=session_id,
                     config=config,
                 )
+                if session is not None and _pending.get() is config:
+                    # google-adk copied the session without a deep copy
+                    # (its light-copy feature): the whole list.
+                    _fell_back("the service made no deep copy")
+                return session
             finally:
                 _pending.reset(token)
         return await original(
