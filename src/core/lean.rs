@@ -259,7 +259,7 @@ pub fn needed(
     newest(events, facts, &live, &mut keep);
     newest(events, facts, &all, &mut keep);
 
-    let cut = cut(events, &root, &selected, settings);
+    let cut = cut(events, &root, &selected, settings, &underway);
     keep[cut..].iter_mut().for_each(|k| *k = true);
     first_of_cut_invocations(events, &selected, cut, &mut keep);
     close_over_ids(events, facts, (ids, refs), turn.answering, &mut keep);
@@ -402,7 +402,13 @@ fn newest(events: &[EventView], facts: &[Facts], at: &[usize], keep: &mut [bool]
 
 /// The position from which every event is kept: the start of the sliding
 /// window's overlap and the newest compaction (with everything after it).
-fn cut(events: &[EventView], root: &[usize], selected: &[usize], settings: &Settings) -> usize {
+fn cut(
+    events: &[EventView],
+    root: &[usize],
+    selected: &[usize],
+    settings: &Settings,
+    continued: &[Sym],
+) -> usize {
     let mut cut = events.len();
     for at in [root, selected] {
         if let Some(&i) = at.iter().rev().find(|&&i| events[i].compaction.is_some()) {
@@ -410,7 +416,7 @@ fn cut(events: &[EventView], root: &[usize], selected: &[usize], settings: &Sett
         }
     }
     if let Some(window) = settings.window {
-        cut = cut.min(window_start(events, selected, window));
+        cut = cut.min(window_start(events, selected, window, continued));
     }
     cut
 }
@@ -422,8 +428,16 @@ fn cut(events: &[EventView], root: &[usize], selected: &[usize], settings: &Sett
 /// invocations before the first of them. A compaction made during the turn
 /// (the token threshold's, over events past its own bound) ends later than
 /// both bounds, so counting from the smaller of the two bounds gives the
-/// earliest start. A NaN bound keeps everything.
-fn window_start(events: &[EventView], selected: &[usize], window: SlidingWindow) -> usize {
+/// earliest start. An invocation the turn continues (a resumed one, or the
+/// one whose call its message answers: google-adk appends the turn's
+/// events to it) is new after the turn whatever its events' times. A NaN
+/// bound keeps everything.
+fn window_start(
+    events: &[EventView],
+    selected: &[usize],
+    window: SlidingWindow,
+    continued: &[Sym],
+) -> usize {
     let sliding_end = last_compaction_end(events, selected).unwrap_or(0.0);
     let views: Vec<EventView> = selected.iter().map(|&i| events[i]).collect();
     let token_end = compaction_ranges(&views)
@@ -455,7 +469,7 @@ fn window_start(events: &[EventView], selected: &[usize], window: SlidingWindow)
     }
     let first_new = order
         .iter()
-        .position(|&(_, _, latest)| latest > bound)
+        .position(|&(inv, _, latest)| latest > bound || continued.contains(&inv))
         .unwrap_or(order.len());
     let start = first_new.saturating_sub(window.overlap);
     // The window opens at the start invocation's first event, a compaction

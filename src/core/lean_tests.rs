@@ -290,6 +290,15 @@ proptest! {
                 ..s
             })
             .collect();
+        // google-adk appends a message answering a stored call to the
+        // invocation that made the call.
+        let answered = turn.iter().flat_map(|s| s.responses.iter()).find_map(|id| {
+            views.iter().rev().find(|e| e.calls.of(&ids).contains(id)).and_then(|e| e.invocation)
+        });
+        let turn: Vec<Spec> = turn
+            .into_iter()
+            .map(|s| Spec { invocation: answered.or(s.invocation), ..s })
+            .collect();
         let (tail, _) = build(&turn, 1000, &mut ids);
         let full_after: Vec<EventView> = views.iter().chain(&tail).copied().collect();
         let lean_after: Vec<EventView> = lean.iter().chain(&tail).copied().collect();
