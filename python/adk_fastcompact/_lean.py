@@ -166,24 +166,32 @@ def picked(session: Any) -> Any:
         return session
     _pending.set(None)
     events = session.__dict__.get("events")
-    keep = None
-    if isinstance(events, list):
-        window = config._window
-        keep = _native.lean_positions(
-            events,
-            window[0] if window else None,
-            window[1] if window else 0,
-            config._rules,
-            list(config._underway),
-            list(config._answering),
-        )
+    kept = needed_events(events, config) if isinstance(events, list) else None
+    if kept is None:
+        return session
+    if len(kept) == len(events):
+        return session
+    return session.model_copy(update={"events": kept})
+
+
+def needed_events(events: list[Any], config: LeanSessionConfig) -> list[Any] | None:
+    """The events of `events` (a stored session's, in the store's order) a
+    run with the filled `config` reads, counted as a lean load; None (a
+    whole load, counted as a fallback) when they cannot be read exactly."""
+    window = config._window
+    keep = _native.lean_positions(
+        events,
+        window[0] if window else None,
+        window[1] if window else 0,
+        config._rules,
+        list(config._underway),
+        list(config._answering),
+    )
     if keep is None:
         _fell_back("events not read exactly")
-        return session
+        return None
     _stats["lean"] += 1
-    if len(keep) == len(events):
-        return session
-    return session.model_copy(update={"events": [events[i] for i in keep]})
+    return [events[i] for i in keep]
 
 
 def _in_memory_get_session(original: Callable[..., Any]) -> Callable[..., Any]:
