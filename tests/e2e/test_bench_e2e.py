@@ -51,8 +51,11 @@ def _check_row(
         assert split[_e2e_app.OTHER] >= 0
         assert math.isclose(sum(split.values()), mean)
     # Every service's turn loads the session, builds prompts, runs the
-    # compaction checks and appends events: each phase was seen.
-    assert all(row["rust_split_ms"][phase] > 0 for phase in _e2e_app.PHASES)
+    # compaction checks and appends events: each phase was seen (the
+    # collector's collections fall where they fall).
+    assert all(row["rust_split_ms"][phase] > 0 for phase in _e2e_app.PHASES[:-1])
+    if gc_mode == "off":
+        assert row["python_split_ms"]["collector"] == row["rust_split_ms"]["collector"] == 0
     assert row["declines"] == sum(row["decline_reasons"].values())
 
 
@@ -165,7 +168,8 @@ def test_the_collector_during_a_turn(enabled: bool) -> None:
 
 def test_the_split_charges_each_moment_to_the_innermost_call() -> None:
     """An append inside a compaction is append time; the prompt estimate a
-    compaction makes through `_get_contents` is compaction time."""
+    compaction makes through `_get_contents` is compaction time; a
+    collection inside anything is collector time."""
     split = _e2e_app.Split()
     split.enter("compaction")
     split.enter("get_contents")
@@ -174,19 +178,21 @@ def test_the_split_charges_each_moment_to_the_innermost_call() -> None:
     split.leave()
     split.leave()
     split.enter("get_contents")
+    split.enter("collector")
+    split.leave()
     split.leave()
     totals = split.take()
     assert set(totals) == set(_e2e_app.PHASES)
     assert totals["compaction"] > 0 and totals["append_event"] > 0
-    assert totals["get_contents"] > 0
+    assert totals["get_contents"] > 0 and totals["collector"] > 0
     split.enter("get_session")
     with pytest.raises(RuntimeError, match="still open"):
         split.take()
 
 
 def test_instrument_times_the_calls_as_google_adk_makes_them() -> None:
-    """The wrappers sit where google-adk looks the functions up, and are
-    gone after the undo."""
+    """The wrappers sit where google-adk looks the functions up, a
+    collection is timed, and all are gone after the undo."""
     from google.adk.apps import compaction
     from google.adk.flows.llm_flows.context import _compaction, _contents
     from google.adk.sessions.in_memory_session_service import InMemorySessionService
@@ -207,8 +213,12 @@ def test_instrument_times_the_calls_as_google_adk_makes_them() -> None:
         session = asyncio.run(service.get_session(app_name="a", user_id="u", session_id="missing"))
         assert session is None
         assert split.take()["get_session"] > 0
+        gc.collect()
+        assert split.take()["collector"] > 0
+        callbacks = len(gc.callbacks)
     finally:
         undo()
+    assert len(gc.callbacks) == callbacks - 1
     assert (
         _contents._get_contents,
         compaction._run_compaction_for_sliding_window,

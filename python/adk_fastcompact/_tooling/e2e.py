@@ -507,7 +507,8 @@ def e2e_table(rows: Sequence[E2ERow]) -> Table:
             "median ms per turn over the timed turns; process: each side in its own "
             "process, or both in one (shared); the split is the mean ms per turn "
             "in the service's get_session (load/copy), google-adk's _get_contents (prompt), "
-            "the compaction entry points, the service's append_event, and the rest"
+            "the compaction entry points, the service's append_event, the garbage "
+            "collector's collections, and the rest"
         ),
     )
     for name, justify in (
@@ -521,6 +522,7 @@ def e2e_table(rows: Sequence[E2ERow]) -> Table:
         ("_get_contents", "right"),
         ("compaction", "right"),
         ("append_event", "right"),
+        ("gc", "right"),
         ("other", "right"),
         ("declines", "right"),
     ):

@@ -110,18 +110,19 @@ class Side:
     async def turn(self, turn: Turn) -> TurnResult:
         """Runs `turn`, timed, in the side's mode."""
         switch(self.mode)
-        undo = instrument(self.split, self.service)
-        try:
-            message = copy.deepcopy(turn.message)
-            self.llm.play(turn)
-            self.llm.take_requests()
-            _native.decline_counts(reset=True)
-            with collector(self.gc_mode):
+        message = copy.deepcopy(turn.message)
+        self.llm.play(turn)
+        self.llm.take_requests()
+        _native.decline_counts(reset=True)
+        with collector(self.gc_mode):
+            undo = instrument(self.split, self.service)
+            try:
+                self.split.take()  # a collection since `instrument` is not the turn's
                 start = time.perf_counter()
                 await run_turn(self.runner, message)
                 wall = time.perf_counter() - start
-        finally:
-            undo()
+            finally:
+                undo()
         phases = self.split.take()
         declined = _native.decline_counts(reset=True)
         if sum(phases.values()) > wall:
