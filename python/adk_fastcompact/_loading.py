@@ -62,7 +62,9 @@ def same(first: Any, second: Any) -> bool:
 def _copy(value: Any) -> Any:
     """A fresh copy of a kept decoding, by the native copier
     (docs/session-copy.md): a decoding holds no cycle and shares nothing, so
-    its copy is interchangeable with another decoding."""
+    its copy is interchangeable with another decoding. (The copy the memo
+    keeps is then untracked from the cyclic garbage collector; the copies
+    handed out are new objects, tracked as a decoding is: docs/session-load.md.)"""
     return _native.deep_copy_model(value)
 
 

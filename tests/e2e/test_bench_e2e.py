@@ -5,6 +5,7 @@ the numbers are the bench's to show, not the tests' to judge."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import math
 import os
@@ -16,8 +17,10 @@ from adk_fastcompact import _patch
 from adk_fastcompact._tooling import cli as _cli
 from adk_fastcompact._tooling import e2e as _e2e
 from adk_fastcompact._tooling import e2e_app as _e2e_app
+from adk_fastcompact._tooling import e2e_side as _e2e_side
+from adk_fastcompact._tooling import e2e_stores as _e2e_stores
 from adk_fastcompact._tooling.bench import BenchmarkMismatchError
-from adk_fastcompact._tooling.bench_options import LOCAL_SERVICES, POSTGRES_ENV
+from adk_fastcompact._tooling.bench_options import E2E_PLACEMENTS, LOCAL_SERVICES, POSTGRES_ENV
 from google.adk.models.llm_request import LlmRequest
 from google.adk.models.llm_response import LlmResponse
 from google.genai import types
@@ -26,9 +29,13 @@ SIZE = 120
 POSTGRES_URL = os.environ.get(POSTGRES_ENV)
 
 
-def _check_row(row: _e2e.E2ERow, service: str, turns: int) -> None:
+def _check_row(
+    row: _e2e.E2ERow, service: str, turns: int, placement: str = "shared", gc_mode: str = "on"
+) -> None:
     assert row["regime"] == "e2e"
     assert row["service"] == service
+    assert row["placement"] == placement
+    assert row["gc"] == gc_mode
     assert row["turns"] == turns
     assert row["events"] >= SIZE
     assert row["compactions"] > 0, "the grown session holds google-adk's compaction events"
@@ -44,20 +51,28 @@ def _check_row(row: _e2e.E2ERow, service: str, turns: int) -> None:
         assert split[_e2e_app.OTHER] >= 0
         assert math.isclose(sum(split.values()), mean)
     # Every service's turn loads the session, builds prompts, runs the
-    # compaction checks and appends events: each phase was seen.
-    assert all(row["rust_split_ms"][phase] > 0 for phase in _e2e_app.PHASES)
+    # compaction checks and appends events: each phase was seen (the
+    # collector's collections fall where they fall).
+    assert all(row["rust_split_ms"][phase] > 0 for phase in _e2e_app.PHASES[:-1])
+    if gc_mode == "off":
+        assert row["python_split_ms"]["collector"] == row["rust_split_ms"]["collector"] == 0
     assert row["declines"] == sum(row["decline_reasons"].values())
 
 
-def test_the_regime_reports_every_local_service() -> None:
+def test_the_regime_reports_every_local_service_in_both_placements() -> None:
+    """By default each service runs with the sides in processes of their
+    own and in this one, the collector on; the requests agree in both."""
     services = list(LOCAL_SERVICES)
     was = _patch.installed()
+    enabled = gc.isenabled()
     rows = _e2e.run_e2e([SIZE], services, turns=2, warmup=1)
     assert _patch.installed() == was, "google-adk is left as found"
-    assert [row["service"] for row in rows] == services
-    for row, service in zip(rows, services, strict=True):
-        _check_row(row, service, 2)
-    # The same grown session in every store.
+    assert gc.isenabled() == enabled, "the collector is left as found"
+    cases = [(service, placement) for service in services for placement in E2E_PLACEMENTS]
+    assert [(row["service"], row["placement"]) for row in rows] == cases
+    for row, (service, placement) in zip(rows, cases, strict=True):
+        _check_row(row, service, 2, placement)
+    # The same grown session in every store and placement.
     assert len({row["events"] for row in rows}) == 1
     assert len({row["compactions"] for row in rows}) == 1
     json.dumps(rows)  # --json prints them as they are
@@ -67,8 +82,10 @@ def test_the_regime_reports_every_local_service() -> None:
 def test_the_regime_runs_on_postgresql() -> None:
     """DatabaseSessionService on PostgreSQL: the store a database of its
     own, copied per side by CREATE DATABASE ... TEMPLATE, dropped after."""
-    (row,) = _e2e.run_e2e([SIZE], ["postgres"], url=POSTGRES_URL, turns=2, warmup=1)
-    _check_row(row, "postgres", 2)
+    rows = _e2e.run_e2e([SIZE], ["postgres"], url=POSTGRES_URL, turns=2, warmup=1)
+    assert [row["placement"] for row in rows] == list(E2E_PLACEMENTS)
+    for row in rows:
+        _check_row(row, "postgres", 2, row["placement"])
 
 
 def test_a_different_request_aborts_the_bench(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -92,13 +109,67 @@ def test_a_different_request_aborts_the_bench(monkeypatch: pytest.MonkeyPatch) -
 
     monkeypatch.setattr(_e2e_app.RecordingLlm, "generate_content_async", sabotaged)
     with pytest.raises(BenchmarkMismatchError, match=r"model request \d+ differs"):
-        _e2e.run_e2e([SIZE], ["memory"], turns=3, warmup=0)
+        _e2e.run_e2e([SIZE], ["memory"], turns=3, warmup=0, placements=["shared"])
     assert _patch.installed() is None
+
+
+def test_a_different_request_in_a_side_s_process_aborts_the_bench(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each side in a process of its own: the requests each process sends
+    back are compared (here adk-fastcompact's side's second turn comes back
+    with one more request), and the sides ran in two other processes."""
+    turn = _e2e_side.SideProcess.turn
+    pids: dict[str | None, int] = {}
+    turns = {"parity": 0}
+
+    async def sabotaged(self: _e2e_side.SideProcess, played: _e2e_app.Turn) -> _e2e_side.TurnResult:
+        result = await turn(self, played)
+        pids[self.mode] = self.pid
+        if self.mode == "parity":
+            turns["parity"] += 1
+            if turns["parity"] == 2:
+                return result._replace(requests=[*result.requests, result.requests[0]])
+        return result
+
+    monkeypatch.setattr(_e2e_side.SideProcess, "turn", sabotaged)
+    with pytest.raises(BenchmarkMismatchError, match=r"adk-fastcompact's side made \d+ model"):
+        _e2e.run_e2e([SIZE], ["sqlite"], turns=3, warmup=0, placements=["own"])
+    assert _patch.installed() is None
+    assert len({pids[None], pids["parity"], os.getpid()}) == 3
+
+
+def test_a_failing_side_process_reports_its_traceback() -> None:
+    """A side whose process cannot open its store: the error comes back with
+    the process's traceback."""
+    broken = _e2e_stores.Copy("memory", memory=b"not a pickle")
+    with pytest.raises(RuntimeError, match=r"process \(.*\) failed") as raised:
+        _e2e_side.SideProcess(None, broken, 0, "on")
+    assert "Traceback" in str(raised.value)
+    assert "UnpicklingError" in str(raised.value)
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_the_collector_during_a_turn(enabled: bool) -> None:
+    """``on``: enabled during the turn, whatever it was; ``off``: disabled;
+    either way as it was afterwards."""
+    was = gc.isenabled()
+    (gc.enable if enabled else gc.disable)()
+    try:
+        with _e2e_side.collector("on"):
+            assert gc.isenabled()
+        assert gc.isenabled() == enabled
+        with _e2e_side.collector("off"):
+            assert not gc.isenabled()
+        assert gc.isenabled() == enabled
+    finally:
+        (gc.enable if was else gc.disable)()
 
 
 def test_the_split_charges_each_moment_to_the_innermost_call() -> None:
     """An append inside a compaction is append time; the prompt estimate a
-    compaction makes through `_get_contents` is compaction time."""
+    compaction makes through `_get_contents` is compaction time; a
+    collection inside anything is collector time."""
     split = _e2e_app.Split()
     split.enter("compaction")
     split.enter("get_contents")
@@ -107,19 +178,21 @@ def test_the_split_charges_each_moment_to_the_innermost_call() -> None:
     split.leave()
     split.leave()
     split.enter("get_contents")
+    split.enter("collector")
+    split.leave()
     split.leave()
     totals = split.take()
     assert set(totals) == set(_e2e_app.PHASES)
     assert totals["compaction"] > 0 and totals["append_event"] > 0
-    assert totals["get_contents"] > 0
+    assert totals["get_contents"] > 0 and totals["collector"] > 0
     split.enter("get_session")
     with pytest.raises(RuntimeError, match="still open"):
         split.take()
 
 
 def test_instrument_times_the_calls_as_google_adk_makes_them() -> None:
-    """The wrappers sit where google-adk looks the functions up, and are
-    gone after the undo."""
+    """The wrappers sit where google-adk looks the functions up, a
+    collection is timed, and all are gone after the undo."""
     from google.adk.apps import compaction
     from google.adk.flows.llm_flows.context import _compaction, _contents
     from google.adk.sessions.in_memory_session_service import InMemorySessionService
@@ -140,8 +213,12 @@ def test_instrument_times_the_calls_as_google_adk_makes_them() -> None:
         session = asyncio.run(service.get_session(app_name="a", user_id="u", session_id="missing"))
         assert session is None
         assert split.take()["get_session"] > 0
+        gc.collect()
+        assert split.take()["collector"] > 0
+        callbacks = len(gc.callbacks)
     finally:
         undo()
+    assert len(gc.callbacks) == callbacks - 1
     assert (
         _contents._get_contents,
         compaction._run_compaction_for_sliding_window,
@@ -152,12 +229,52 @@ def test_instrument_times_the_calls_as_google_adk_makes_them() -> None:
 
 def test_the_cli_prints_the_e2e_rows(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["bench", "--regimes", "e2e", "--sizes", str(SIZE), "--services", "memory"]
-    argv += ["--e2e-turns", "1", "--e2e-warmup", "0", "--json"]
+    argv += ["--e2e-turns", "1", "--e2e-warmup", "0", "--e2e-placement", "shared"]
+    argv += ["--e2e-gc", "off", "--json"]
     assert _cli.main(argv) == 0
     printed: dict[str, Any] = json.loads(capsys.readouterr().out)
     assert printed["rows"] == [] and printed["memory"] == []
     (row,) = printed["e2e"]
-    _check_row(row, "memory", 1)
+    _check_row(row, "memory", 1, "shared", "off")
+
+
+def test_the_table_says_where_the_sides_ran_and_the_collector(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = ["bench", "--regimes", "e2e", "--sizes", str(SIZE), "--services", "sqlite"]
+    argv += ["--e2e-turns", "1", "--e2e-warmup", "0"]
+    assert _cli.main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "garbage collector on during the turns" in printed
+    assert [
+        line.split("│")[3].strip() for line in printed.splitlines() if "google-adk  " in line
+    ] == [
+        "own",
+        "shared",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--e2e-placement", "elsewhere"], "own,shared"),
+        (["--e2e-gc", "sometimes"], "invalid choice"),
+    ],
+)
+def test_the_cli_refuses_unknown_placements_and_collectors(
+    flags: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        _cli.main(["bench", "--regimes", "e2e", *flags])
+    assert exited.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_run_e2e_refuses_unknown_placements_and_collectors() -> None:
+    with pytest.raises(ValueError, match="placements"):
+        _e2e.run_e2e([SIZE], ["memory"], placements=["elsewhere"])
+    with pytest.raises(ValueError, match="collector"):
+        _e2e.run_e2e([SIZE], ["memory"], gc_mode="sometimes")
 
 
 def test_the_cli_refuses_postgres_without_a_url(

@@ -11,8 +11,10 @@ later loads, and google-adk's own exception for a corrupt row.
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import sqlite3
+import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -320,3 +322,82 @@ def test_uninstall_restores_google_adk_s_loads(memo: None) -> None:
     assert DatabaseSessionService.__dict__["get_session"] is own_get
     assert not event.contains(OrmSession, "do_orm_execute", listener)
     assert _loading.listener is None
+
+
+def _tracking(value: Any, out: list[tuple[type, bool]]) -> list[tuple[type, bool]]:
+    """Each model, list, dict and set of `value`'s tree in order, with
+    whether the cyclic garbage collector tracks it."""
+    if isinstance(value, BaseModel):
+        out.append((type(value), gc.is_tracked(value)))
+        _tracking(value.__dict__, out)
+        _tracking(value.__pydantic_fields_set__, out)
+    elif isinstance(value, (list, dict, set)):
+        out.append((type(value), gc.is_tracked(value)))
+        for item in value.values() if isinstance(value, dict) else value:
+            _tracking(item, out)
+    return out
+
+
+@pytest.mark.parametrize("kind", SERVICES)
+def test_the_kept_decodings_cost_the_collector_nothing(
+    kind: str, tmp_path: Path, memo: None
+) -> None:
+    """The memo's private decodings live across loads; the collector does
+    not track them (a full collection would walk every one of their
+    objects). The loads handed out are tracked as google-adk's own
+    decodings are, and stay equal to them and independent."""
+    marker = f"untracked-{uuid.uuid4().hex}"
+    start = 1_800_000_000.0
+    marked = [
+        Event(
+            invocation_id="inv-m",
+            author="agent",
+            content=types.ModelContent(parts=[types.Part(text=f"{marker} {i}")]),
+            actions=EventActions(state_delta={"n": i}),
+            timestamp=start + i,
+        )
+        for i in range(20)
+    ]
+    ids = {event.id for event in marked}
+
+    def tracked_parts() -> set[int]:
+        return {
+            id(o)
+            for o in gc.get_objects()
+            if isinstance(o, types.Part) and isinstance(o.text, str) and o.text.startswith(marker)
+        }
+
+    def tracked_events() -> set[int]:
+        return {id(o) for o in gc.get_objects() if isinstance(o, Event) and o.id in ids}
+
+    def held(*sessions: Any) -> tuple[set[int], set[int]]:
+        events = marked + [e for s in sessions for e in s.events if e.id in ids]
+        parts = {id(p) for e in events for p in e.content.parts}
+        return {id(e) for e in events}, parts
+
+    async def body(service: Any) -> None:
+        await _fill(service, _events(30) + marked)
+        expected = await _load(service)
+        adk_fastcompact.install()
+        for _ in range(2):
+            await _load(service)
+        loaded = await _load(service)
+        again = await _load(service)
+        stats = _native.index_stats()
+        assert stats["rows_reused"] >= 2 * len(expected.events), stats
+        gc.collect()
+        # Tracked: the events appended and the three sessions held here, not
+        # the memo's decodings of the same rows.
+        events, parts = held(expected, loaded, again)
+        assert tracked_events() == events
+        assert tracked_parts() == parts
+        for session in (loaded, again):
+            _assert_same(expected, session)
+            assert _tracking(session.events, []) == _tracking(expected.events, [])
+        ours: set[int] = set()
+        theirs: set[int] = set()
+        _mutable_ids(loaded, ours)
+        _mutable_ids(again, theirs)
+        assert not ours & theirs
+
+    _with_service(kind, tmp_path, body)

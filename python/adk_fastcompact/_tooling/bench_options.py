@@ -92,6 +92,19 @@ services' row memo decodes a stored row twice before it answers it from
 memory (docs/session-load.md), so the timed turns are the steady state a
 long session's turns are in."""
 
+E2E_COLLECTOR_MODES: tuple[str, ...] = ("on", "off")
+"""The cyclic garbage collector during the timed e2e turns: on, as apps run
+it (nothing collected on purpose between turns), or off during each turn
+after a `gc.collect()` before it (the other regimes' way)."""
+
+E2E_DEFAULT_COLLECTOR = "on"
+"""The collector during the e2e turns by default: as apps run."""
+
+E2E_PLACEMENTS: tuple[str, ...] = ("own", "shared")
+"""Where the two sides of an e2e row run: each in a process of its own, or
+both in the bench's process, alternating (a server holding other sessions'
+objects besides the one it serves)."""
+
 SERVICES: tuple[str, ...] = ("memory", "sqlite", "database", "postgres")
 """Every session service the e2e regime knows, in report order."""
 

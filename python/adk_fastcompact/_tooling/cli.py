@@ -39,9 +39,12 @@ from .bench_options import (
     ALL_OPS,
     DEFAULT_SIZES,
     DEFAULT_TURNS,
+    E2E_COLLECTOR_MODES,
+    E2E_DEFAULT_COLLECTOR,
     E2E_DEFAULT_SIZES,
     E2E_DEFAULT_TURNS,
     E2E_DEFAULT_WARMUP,
+    E2E_PLACEMENTS,
     E2E_REGIME,
     HEADLINE,
     POSTGRES_ENV,
@@ -192,6 +195,25 @@ def _parser(prog: str = PROG) -> argparse.ArgumentParser:
         default=E2E_DEFAULT_WARMUP,
         metavar="N",
         help=f"untimed turns per side first (default: {E2E_DEFAULT_WARMUP})",
+    )
+    e2e_group.add_argument(
+        "--e2e-placement",
+        type=_names(E2E_PLACEMENTS),
+        default=list(E2E_PLACEMENTS),
+        metavar="P[,P...]",
+        help=(
+            "where the sides run: own (each side in a process of its own), shared "
+            f"(both in the bench's process) (default: {','.join(E2E_PLACEMENTS)})"
+        ),
+    )
+    e2e_group.add_argument(
+        "--e2e-gc",
+        choices=E2E_COLLECTOR_MODES,
+        default=E2E_DEFAULT_COLLECTOR,
+        help=(
+            "the cyclic garbage collector during the timed turns: on, as apps run, or "
+            f"off after a gc.collect() before each turn (default: {E2E_DEFAULT_COLLECTOR})"
+        ),
     )
     bench.add_argument(
         "--seed", type=int, default=0, metavar="S", help="session and script seed (default: 0)"
@@ -384,7 +406,15 @@ def _bench(args: argparse.Namespace) -> int:
                 given or DEFAULT_SIZES, args.repeat, regimes=regimes, ops=args.ops, turns=args.turns
             )
         if run_e2e:
-            e2e.check_selection(e2e_sizes, services, url, args.e2e_turns, args.e2e_warmup)
+            e2e.check_selection(
+                e2e_sizes,
+                services,
+                url,
+                args.e2e_turns,
+                args.e2e_warmup,
+                args.e2e_placement,
+                args.e2e_gc,
+            )
     except ValueError as error:
         error_line(stderr, str(error))
         return 2
@@ -462,6 +492,8 @@ def _bench(args: argparse.Namespace) -> int:
                     turns=args.e2e_turns,
                     warmup=args.e2e_warmup,
                     seed=args.seed,
+                    placements=args.e2e_placement,
+                    gc_mode=args.e2e_gc,
                     progress=progress,
                 )
                 if run_e2e

@@ -28,16 +28,35 @@ store then receives the snapshot's events through the service's own
 `append_event` (`e2e_stores.Store.grow_to`: copies, in order, on a session
 the service handed out), grown incrementally from one size to the next.
 
-Timing. For each service and size the grown store is copied twice (a deep
-copy of the in-memory service's dicts, an SQLite backup of the file, or
-``CREATE DATABASE ... TEMPLATE`` on PostgreSQL), one copy per side, each
-side with a Runner of its own. The turns after the snapshot (the same ones
-the growth went on with) are then run on both sides in alternation, who goes
-first alternating too: `--e2e-warmup` untimed turns, then `--e2e-turns` timed
-ones. Before each turn google-adk is switched (`install()`, or
-`_patch.unpatch()` back to google-adk's code, keeping the index), the
-timers are put in (`e2e_app.instrument`) and the garbage collector runs; it
-is off during the turn, as in the other regimes. The row reports the median
+Timing. For each service, size and placement the grown store is copied
+twice (`e2e_stores`: a pickle of the in-memory service's dicts, an SQLite
+backup of the file, or ``CREATE DATABASE ... TEMPLATE`` on PostgreSQL), one
+copy per side, each side with a service and a Runner of its own
+(`e2e_side.Side`), placed as servers run (`--e2e-placement`):
+
+* ``own``: each side in a process of its own (a fresh interpreter, spawned;
+  the in-memory copy unpickled there), as a server holding this one
+  session: plain google-adk in one, adk-fastcompact (``install()``, set once)
+  in the other;
+* ``shared``: both sides in the bench's process, which also holds the grown
+  session's objects (a server holding other sessions besides this one),
+  google-adk switched before each side's turn (`install()`, or
+  `_patch.unpatch()` back to google-adk's code, keeping the index).
+
+The turns after the snapshot (the same ones the growth went on with) are
+then run on both sides in alternation, who goes first alternating too, in
+lockstep across the two processes of ``own``: `--e2e-warmup` untimed turns,
+then `--e2e-turns` timed ones. Before each turn the timers are put in
+(`e2e_app.instrument`). The cyclic garbage collector (`--e2e-gc`) is on
+during the turns by default, as in an app, which never calls
+`gc.collect()` before a turn: nothing is collected on purpose between
+turns, so the collections its thresholds trigger fall inside the turns or
+between them as the turns' own allocations have them, and a full
+collection walks whatever the process holds (the grown session in
+``shared``, what the accelerator keeps). Only once, when a side is set up,
+before its warm-up turns, its setup's garbage is collected. With
+``--e2e-gc off`` each turn runs with the collector off after a
+`gc.collect()`, as in the other regimes. The row reports the median
 wall milliseconds per turn of each side and their ratio, and where each
 side's turns go (mean milliseconds per turn): the service's `get_session`
 (the session load or copy), google-adk's `_get_contents` (prompt assembly),
@@ -47,51 +66,41 @@ and the prompt estimate they make through `_get_contents`), the service's
 compaction's own append included), and the rest (the Runner, the agent's
 flow and request processors, the model and tool calls, telemetry).
 
-Parity. Every request the scripted model receives is kept, and after each
-turn (warm-ups too) the two sides' requests (contents, system instruction,
-tools) must be equal, or the bench stops with `BenchmarkMismatchError`.
+Parity. Every request the scripted model receives is kept (in ``own``, each
+side's process sends its requests back with the turn's timings), and after
+each turn (warm-ups too) the two sides' requests (contents, system
+instruction, tools) must be equal, or the bench stops with
+`BenchmarkMismatchError`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import copy
 import gc
 import os
 import statistics
-import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
 
 from google.adk.events.event import Event
-from google.adk.sessions.base_session_service import BaseSessionService
 from google.adk.sessions.in_memory_session_service import InMemorySessionService
 from google.adk.sessions.session import Session
 
 from .. import _native, _patch
+from .bench_options import E2E_COLLECTOR_MODES as COLLECTOR_MODES
+from .bench_options import E2E_DEFAULT_COLLECTOR as DEFAULT_COLLECTOR
 from .bench_options import E2E_DEFAULT_SIZES as DEFAULT_SIZES
 from .bench_options import E2E_DEFAULT_TURNS as DEFAULT_TURNS
 from .bench_options import E2E_DEFAULT_WARMUP as DEFAULT_WARMUP
+from .bench_options import E2E_PLACEMENTS as PLACEMENTS
 from .bench_options import E2E_REGIME as REGIME
 from .bench_options import LOCAL_SERVICES, POSTGRES_ENV, SERVICES
 from .bench_report import BenchmarkMismatchError
-from .e2e_app import (
-    APP_NAME,
-    OTHER,
-    PHASES,
-    SESSION_ID,
-    USER_ID,
-    Script,
-    Split,
-    Turn,
-    build_runner,
-    instrument,
-    run_turn,
-    snapshot_request,
-)
-from .e2e_stores import LABELS, Store, unavailable
+from .e2e_app import APP_NAME, OTHER, PHASES, SESSION_ID, USER_ID, Script, build_runner, run_turn
+from .e2e_side import Side, SideProcess, TurnResult, switch
+from .e2e_stores import LABELS, Copy, Store, unavailable
 from .simulate import no_gc
 
 if TYPE_CHECKING:
@@ -107,6 +116,10 @@ class E2ERow(TypedDict):
     op: str  # "turn"
     regime: str  # "e2e"
     service: str
+    #: Where the sides ran (`PLACEMENTS`): "own" process each, or "shared".
+    placement: str
+    #: The cyclic garbage collector during the turns (`COLLECTOR_MODES`).
+    gc: str
     #: Events in the session when the timed turns began (after the warm-ups).
     events: int
     #: Compaction events among them.
@@ -176,60 +189,23 @@ async def grow(
 
 
 @dataclass
-class _Side:
-    """One side's service, Runner and measurements."""
+class _Timings:
+    """One side's timed turns."""
 
-    mode: str | None
-    service: BaseSessionService
-    seed: int
     turn_s: list[float] = field(default_factory=list)
     phases: list[dict[str, float]] = field(default_factory=list)
     declines: Counter[str] = field(default_factory=Counter)
 
-    def __post_init__(self) -> None:
-        self.runner, self.llm = build_runner(self.service, self.seed)
+    def add(self, result: TurnResult) -> None:
+        self.turn_s.append(result.wall)
+        self.phases.append(result.phases)
+        self.declines.update(result.declines)
 
-
-def _switch(mode: str | None) -> None:
-    if _patch.installed() != mode:
-        _patch.unpatch()
-        if mode is not None:
-            _patch.install(mode, strict=True)
-
-
-async def _turn(side: _Side, turn: Turn, split: Split, timed: bool) -> list[str]:
-    """Runs `turn` on `side`; returns the requests its model received."""
-    _switch(side.mode)
-    undo = instrument(split, side.service)
-    try:
-        message = copy.deepcopy(turn.message)
-        side.llm.play(turn)
-        side.llm.take_requests()
-        gc.collect()
-        _native.decline_counts(reset=True)
-        with no_gc():
-            start = time.perf_counter()
-            await run_turn(side.runner, message)
-            wall = time.perf_counter() - start
-    finally:
-        undo()
-    phases = split.take()
-    declined = _native.decline_counts(reset=True)
-    if sum(phases.values()) > wall:
-        raise RuntimeError(f"the phases ({phases}) add up to more than the turn ({wall} s)")
-    if timed:
-        side.turn_s.append(wall)
-        side.phases.append(phases)
-        if side.mode is not None:
-            side.declines.update({reason: n for reason, n in declined.items() if n})
-    return [snapshot_request(request) for request in side.llm.take_requests()]
-
-
-def _split_ms(side: _Side) -> tuple[dict[str, float], float]:
-    mean = statistics.mean(side.turn_s) * 1e3
-    split = {phase: statistics.mean(p[phase] for p in side.phases) * 1e3 for phase in PHASES}
-    split[OTHER] = mean - sum(split.values())
-    return split, mean
+    def split_ms(self) -> tuple[dict[str, float], float]:
+        mean = statistics.mean(self.turn_s) * 1e3
+        split = {phase: statistics.mean(p[phase] for p in self.phases) * 1e3 for phase in PHASES}
+        split[OTHER] = mean - sum(split.values())
+        return split, mean
 
 
 async def measure(
@@ -239,46 +215,65 @@ async def measure(
     turns: int,
     warmup: int,
     seed: int,
+    placement: str = "shared",
+    gc_mode: str = DEFAULT_COLLECTOR,
     on_turn: Callable[[], None] | None = None,
 ) -> E2ERow:
     """Times `turns` whole turns per side on copies of `store` (grown to
-    `snapshot`), after `warmup` untimed ones; checks the requests agree."""
-    split = Split()
-    plain, fast = await store.side(), await store.side()
-    sides = [_Side(None, plain, seed), _Side("parity", fast, seed)]
+    `snapshot`), after `warmup` untimed ones, the sides placed as
+    `placement` says, the collector as `gc_mode` says; checks the requests
+    agree."""
+    copies: list[Copy] = []
+    sides: list[Side | SideProcess] = []
     script = Script(seed)
     script.rng.setstate(snapshot.script_state)  # type: ignore[arg-type]
     events = compactions = 0
+    timings = {None: _Timings(), "parity": _Timings()}
     try:
+        for mode in (None, "parity"):
+            copies.append(await store.copy())
+            if placement == "own":
+                sides.append(SideProcess(mode, copies[-1], seed, gc_mode))
+            else:
+                sides.append(Side(mode, copies[-1], seed, gc_mode))
+        if placement == "shared":
+            gc.collect()  # the setup's garbage (the side processes collect theirs)
         for index in range(warmup + turns):
-            timed = index >= warmup
             if index == warmup:
-                _switch(None)
-                stored = await _stored(plain)
-                events = len(stored)
-                compactions = sum(1 for event in stored if event.actions.compaction)
+                events, compactions = await sides[0].stored()
             turn = script.turn()
             requests: dict[str | None, list[str]] = {}
             for side in sides if index % 2 == 0 else reversed(sides):
-                requests[side.mode] = await _turn(side, turn, split, timed)
+                result = await side.turn(turn)
+                requests[side.mode] = result.requests
+                if index >= warmup:
+                    timings[side.mode].add(result)
                 if on_turn is not None:
                     on_turn()
             _same_requests(
-                store.kind, snapshot.events, index + 1, requests[None], requests["parity"]
+                f"e2e {store.kind} ({placement} process{'es' if placement == 'own' else ''})",
+                snapshot.events,
+                index + 1,
+                requests[None],
+                requests["parity"],
             )
     finally:
-        _switch(None)
+        switch(None)
         for side in sides:
-            await store.release(side.service)
-    python, rust = sides
-    python_split, python_mean = _split_ms(python)
-    rust_split, rust_mean = _split_ms(rust)
+            await side.close()
+        for copied in copies:
+            await store.release(copied)
+    python, rust = timings[None], timings["parity"]
+    python_split, python_mean = python.split_ms()
+    rust_split, rust_mean = rust.split_ms()
     python_ms = statistics.median(python.turn_s) * 1e3
     rust_ms = statistics.median(rust.turn_s) * 1e3
     return E2ERow(
         op="turn",
         regime=REGIME,
         service=store.kind,
+        placement=placement,
+        gc=gc_mode,
         events=events,
         compactions=compactions,
         turns=turns,
@@ -294,16 +289,8 @@ async def measure(
     )
 
 
-async def _stored(service: BaseSessionService) -> list[Event]:
-    session = await service.get_session(app_name=APP_NAME, user_id=USER_ID, session_id=SESSION_ID)
-    assert session is not None
-    return session.events
-
-
-def _same_requests(
-    service: str, size: int, turn: int, expected: list[str], actual: list[str]
-) -> None:
-    where = f"e2e {service}, {size:,} events, turn {turn}"
+def _same_requests(case: str, size: int, turn: int, expected: list[str], actual: list[str]) -> None:
+    where = f"{case}, {size:,} events, turn {turn}"
     if len(expected) != len(actual):
         raise BenchmarkMismatchError(
             f"{where}: adk-fastcompact's side made {len(actual)} model calls, "
@@ -333,10 +320,16 @@ def default_services(url: str | None) -> tuple[list[str], list[str]]:
 
 
 def check_selection(
-    sizes: Iterable[int], services: Iterable[str], url: str | None, turns: int, warmup: int
+    sizes: Iterable[int],
+    services: Iterable[str],
+    url: str | None,
+    turns: int,
+    warmup: int,
+    placements: Iterable[str] = PLACEMENTS,
+    gc_mode: str = DEFAULT_COLLECTOR,
 ) -> None:
     """Raises ValueError on arguments `run_e2e` would refuse."""
-    sizes, services = list(sizes), list(services)
+    sizes, services, placements = list(sizes), list(services), list(placements)
     if not sizes or any(size < 1 for size in sizes):
         raise ValueError(f"sizes must be a non-empty list of sizes >= 1: {sizes}")
     unknown = [name for name in services if name not in SERVICES]
@@ -350,6 +343,10 @@ def check_selection(
             raise ValueError(missing)
     if turns < 1 or warmup < 0:
         raise ValueError(f"need at least one timed turn and no negative warm-up: {turns}, {warmup}")
+    if not placements or any(placement not in PLACEMENTS for placement in placements):
+        raise ValueError(f"placements must be some of {', '.join(PLACEMENTS)}; got {placements}")
+    if gc_mode not in COLLECTOR_MODES:
+        raise ValueError(f"the collector must be one of {', '.join(COLLECTOR_MODES)}: {gc_mode!r}")
 
 
 def run_e2e(
@@ -360,9 +357,12 @@ def run_e2e(
     turns: int = DEFAULT_TURNS,
     warmup: int = DEFAULT_WARMUP,
     seed: int = 0,
+    placements: Iterable[str] = PLACEMENTS,
+    gc_mode: str = DEFAULT_COLLECTOR,
     progress: Callable[[int, int, str], None] | None = None,
 ) -> list[E2ERow]:
-    """Runs the e2e regime; one row per size and service (sizes outer).
+    """Runs the e2e regime; one row per size, service and placement, in
+    that nesting order.
 
     Args:
         sizes: Session sizes in events (each reached at a turn boundary).
@@ -373,6 +373,10 @@ def run_e2e(
         turns: Timed turns per side.
         warmup: Untimed turns per side first.
         seed: The script's seed.
+        placements: Some of `PLACEMENTS`: each side in a process of its
+            own, both in this one.
+        gc_mode: One of `COLLECTOR_MODES`: the cyclic garbage collector
+            during the turns.
         progress: Called as ``progress(completed, total, description)``.
 
     Raises:
@@ -382,11 +386,13 @@ def run_e2e(
     url = database_url(url)
     sizes = sorted(set(sizes))
     chosen = list(dict.fromkeys(services)) if services is not None else default_services(url)[0]
-    check_selection(sizes, chosen, url, turns, warmup)
+    placements = list(dict.fromkeys(placements))
+    check_selection(sizes, chosen, url, turns, warmup, placements, gc_mode)
     chosen = [name for name in SERVICES if name in chosen]
+    placed = [placement for placement in PLACEMENTS if placement in placements]
     was = _patch.installed()
     try:
-        return asyncio.run(_run(sizes, chosen, url, turns, warmup, seed, progress))
+        return asyncio.run(_run(sizes, chosen, url, turns, warmup, seed, placed, gc_mode, progress))
     finally:
         _patch.uninstall()
         if was is not None:
@@ -400,9 +406,11 @@ async def _run(
     turns: int,
     warmup: int,
     seed: int,
+    placements: list[str],
+    gc_mode: str,
     progress: Callable[[int, int, str], None] | None,
 ) -> list[E2ERow]:
-    per_case = 2 + 2 * (warmup + turns)
+    per_case = 1 + len(placements) * (1 + 2 * (warmup + turns))
     total = max(sizes) + len(sizes) * len(services) * per_case
     completed = 0
     description = ""
@@ -437,19 +445,34 @@ async def _run(
                 step(0, f"e2e {size:,} events: {LABELS[store.kind]}: storing the session")
                 await store.grow_to(events[: snapshot.events])
                 step()
-                step(0, f"e2e {size:,} events: {LABELS[store.kind]}: whole turns")
-                rows.append(
-                    await measure(
-                        store, snapshot, turns=turns, warmup=warmup, seed=seed, on_turn=step
+                for placement in placements:
+                    step(
+                        0,
+                        f"e2e {size:,} events: {LABELS[store.kind]}: whole turns, "
+                        f"{_PLACED[placement]}",
                     )
-                )
-                step()
-                _native.index_clear()
-                gc.collect()
+                    rows.append(
+                        await measure(
+                            store,
+                            snapshot,
+                            turns=turns,
+                            warmup=warmup,
+                            seed=seed,
+                            placement=placement,
+                            gc_mode=gc_mode,
+                            on_turn=step,
+                        )
+                    )
+                    step()
+                    _native.index_clear()
+                    gc.collect()
     finally:
         for store in stores:
             await store.close()
     return rows
+
+
+_PLACED = {"own": "each side in its own process", "shared": "both sides in this process"}
 
 
 def declines_warning(rows: Sequence[E2ERow]) -> str | None:
@@ -474,17 +497,24 @@ def e2e_table(rows: Sequence[E2ERow]) -> Table:
     """The rows as a rich table: a line per side, the split beside."""
     from rich.table import Table
 
+    collectors = sorted({row["gc"] for row in rows})
     table = Table(
-        title="whole Runner.run_async turns: plain google-adk vs adk-fastcompact",
+        title=(
+            "whole Runner.run_async turns: plain google-adk vs adk-fastcompact, "
+            f"garbage collector {'/'.join(collectors)} during the turns"
+        ),
         caption=(
-            "median ms per turn over the timed turns; the split is the mean ms per turn "
+            "median ms per turn over the timed turns; process: each side in its own "
+            "process, or both in one (shared); the split is the mean ms per turn "
             "in the service's get_session (load/copy), google-adk's _get_contents (prompt), "
-            "the compaction entry points, the service's append_event, and the rest"
+            "the compaction entry points, the service's append_event, the garbage "
+            "collector's collections, and the rest"
         ),
     )
     for name, justify in (
         ("service", "left"),
         ("events", "right"),
+        ("process", "left"),
         ("side", "left"),
         ("ms/turn", "right"),
         ("speed-up", "right"),
@@ -492,6 +522,7 @@ def e2e_table(rows: Sequence[E2ERow]) -> Table:
         ("_get_contents", "right"),
         ("compaction", "right"),
         ("append_event", "right"),
+        ("gc", "right"),
         ("other", "right"),
         ("declines", "right"),
     ):
@@ -504,6 +535,7 @@ def e2e_table(rows: Sequence[E2ERow]) -> Table:
             table.add_row(
                 LABELS[row["service"]] if not rust else "",
                 f"{row['events']:,}" if not rust else "",
+                row["placement"] if not rust else "",
                 "adk-fastcompact" if rust else "google-adk",
                 _ms(row[f"{side}_ms"]),  # type: ignore[literal-required]
                 f"{row['ratio']:.2f}x" if rust else "",

@@ -25,14 +25,17 @@ wrapper calls whatever the class holds at call time, so a patched class
 method is timed too); google-adk's `_get_contents` and its two compaction
 entry points wherever a loaded google-adk module binds them (`_patch.rebind`,
 so calls by name, by module attribute and through function-local imports are
-all seen). Time goes to the innermost timed call, so nothing counts twice
-(an `append_event` inside the token-threshold compaction is append time),
-except that `_get_contents` inside a compaction entry point (its prompt
-estimate) is compaction time.
+all seen); and the cyclic garbage collector's collections (`gc.callbacks`),
+wherever they fall. Time goes to the innermost timed call, so nothing
+counts twice (an `append_event` inside the token-threshold compaction is
+append time, a collection inside a `get_session` is collector time), except
+that `_get_contents` inside a compaction entry point (its prompt estimate)
+is compaction time.
 """
 
 from __future__ import annotations
 
+import gc
 import importlib
 import json
 import random
@@ -73,7 +76,13 @@ SUMMARY_CHARS = 400
 
 INSTRUCTION = "You help the operations team with orders, reports and incidents."
 
-PHASES: tuple[str, ...] = ("get_session", "get_contents", "compaction", "append_event")
+PHASES: tuple[str, ...] = (
+    "get_session",
+    "get_contents",
+    "compaction",
+    "append_event",
+    "collector",
+)
 """Where a turn's time is split, beside the rest (`OTHER`)."""
 
 OTHER = "other"
@@ -321,8 +330,9 @@ _COMPACTION = ("run_compaction_for_sliding_window", "run_compaction_for_token_th
 
 
 def instrument(split: Split, service: BaseSessionService) -> Callable[[], None]:
-    """Times google-adk's functions as it binds them now, and `service`'s
-    `get_session` and `append_event`; returns the undo.
+    """Times google-adk's functions as it binds them now, `service`'s
+    `get_session` and `append_event`, and the collector's collections;
+    returns the undo.
 
     Call it after switching google-adk (install or not), and undo it before
     switching again (`unpatch` only restores bindings that are still ours).
@@ -353,11 +363,20 @@ def instrument(split: Split, service: BaseSessionService) -> Callable[[], None]:
         finally:
             split.leave()
 
+    def collection(phase: str, info: dict[str, int]) -> None:
+        del info
+        if phase == "start":
+            split.enter("collector")
+        else:
+            split.leave()
+
     # Instance attributes: what `self.session_service.<name>` finds first.
     vars(service)["get_session"] = get_session
     vars(service)["append_event"] = append_event
+    gc.callbacks.append(collection)
 
     def undo() -> None:
+        gc.callbacks.remove(collection)
         vars(service).pop("get_session", None)
         vars(service).pop("append_event", None)
         while patched:

@@ -3,11 +3,14 @@
 A store holds the bench's one session in one of google-adk's session
 services. `grow_to` appends the events it does not hold yet through the
 service's own `append_event` (copies of them, on a session the service
-handed out), so each service stores them as it stores a turn's events; `side`
-gives a service of its own on a copy of the store as grown so far:
+handed out), so each service stores them as it stores a turn's events;
+`copy` makes a copy of the store as grown so far for one side, and says
+where it is in a `Copy` that pickles, so that the side's service can be
+opened (`open_service`) in the bench's process or in one of its own:
 
-* ``memory``: `InMemorySessionService`, copied by a deep copy of the
-  service's dicts (sessions, user and app state);
+* ``memory``: `InMemorySessionService`, copied by pickling the service's
+  dicts (sessions, user and app state); the side's process unpickles them
+  into a service of its own;
 * ``sqlite``: `SqliteSessionService` on a file, copied with SQLite's backup
   API (a consistent file copy) after the growth service is closed;
 * ``database``: `DatabaseSessionService` on ``sqlite+aiosqlite:///FILE``,
@@ -15,7 +18,7 @@ gives a service of its own on a copy of the store as grown so far:
 * ``postgres``: `DatabaseSessionService` on a PostgreSQL URL
   (``postgresql+asyncpg://...``): the store is a database of its own, copied
   by ``CREATE DATABASE ... TEMPLATE ...``; every database made is dropped by
-  `close`.
+  `release` or `close`.
 
 google-adk installs neither SQLAlchemy (its ``db`` extra) nor asyncpg:
 `unavailable` says what ``database`` and ``postgres`` need where they are
@@ -25,9 +28,9 @@ store of those kinds opens a service.
 
 from __future__ import annotations
 
-import copy
 import importlib.util
 import os
+import pickle
 import shutil
 import sqlite3
 import tempfile
@@ -35,6 +38,7 @@ import uuid
 from collections.abc import Sequence
 from contextlib import closing
 from pathlib import Path
+from typing import NamedTuple
 
 from google.adk.events.event import Event
 from google.adk.sessions.base_session_service import BaseSessionService
@@ -70,6 +74,39 @@ def unavailable(kind: str) -> str | None:
     return None
 
 
+class Copy(NamedTuple):
+    """Where one side's copy of a store is (it pickles: a side's process
+    opens it with `open_service`)."""
+
+    kind: str
+    #: The file (``sqlite``, ``database``) or the database URL (``postgres``).
+    where: str = ""
+    #: ``memory``: the pickled sessions, user state and app state.
+    memory: bytes = b""
+
+
+def open_service(copy: Copy) -> BaseSessionService:
+    """A new service on `copy` (in this process)."""
+    if copy.kind == "memory":
+        service = InMemorySessionService()
+        service.sessions, service.user_state, service.app_state = pickle.loads(copy.memory)
+        return service
+    if copy.kind == "sqlite":
+        return SqliteSessionService(copy.where)
+    from google.adk.sessions.database_session_service import DatabaseSessionService
+
+    if copy.kind == "database":
+        return DatabaseSessionService(f"sqlite+aiosqlite:///{copy.where}")
+    return DatabaseSessionService(copy.where)
+
+
+async def close_service(service: BaseSessionService) -> None:
+    """Closes a service `open_service` opened (its engine, its connections)."""
+    close = getattr(service, "close", None)
+    if close is not None:
+        await close()
+
+
 class Store:
     """One service's store of the bench session (see the module docstring)."""
 
@@ -87,9 +124,7 @@ class Store:
         self._folder = Path(tempfile.mkdtemp(prefix=f"adkfc-e2e-{kind}-"))
         self._memory = InMemorySessionService()
         self._copies = 0
-        self._services: list[BaseSessionService] = []
         self._databases: list[str] = []
-        self._names: dict[int, str] = {}
         self._grown = ""
         if kind == "postgres":
             self._grown = self._new_database_name()
@@ -102,19 +137,15 @@ class Store:
     def _file(self, name: str) -> Path:
         return self._folder / f"{name}.db"
 
-    def _service(self, name: str) -> BaseSessionService:
-        """A new service on the store called `name` (a file or a database)."""
-        if self.kind == "sqlite":
-            return SqliteSessionService(str(self._file(name)))
-        from google.adk.sessions.database_session_service import DatabaseSessionService
-
-        if self.kind == "database":
-            return DatabaseSessionService(f"sqlite+aiosqlite:///{self._file(name)}")
+    def _where(self, name: str) -> Copy:
+        """The store called `name` (a file or a database)."""
+        if self.kind != "postgres":
+            return Copy(self.kind, str(self._file(name)))
         from sqlalchemy.engine import make_url
 
         assert self._url is not None
         url = make_url(self._url).set(database=name)
-        return DatabaseSessionService(url.render_as_string(hide_password=False))
+        return Copy(self.kind, url.render_as_string(hide_password=False))
 
     async def _admin(self, *statements: str) -> None:
         """Runs statements on the given PostgreSQL URL's database, autocommit."""
@@ -140,7 +171,7 @@ class Store:
             if self.kind == "postgres" and not self.stored:
                 await self._admin(f'CREATE DATABASE "{self._grown}"')
                 self._databases.append(self._grown)
-            service = self._service(self._grown or "grown")
+            service = open_service(self._where(self._grown or "grown"))
         try:
             if not self.stored:
                 session = await service.create_session(
@@ -157,19 +188,16 @@ class Store:
             self.stored = len(events)
         finally:
             if self.kind != "memory":
-                await _close(service)
+                await close_service(service)
 
-    async def side(self) -> BaseSessionService:
-        """A service of its own on a copy of the store as grown so far."""
+    async def copy(self) -> Copy:
+        """A copy of the store as grown so far, for one side."""
         self._copies += 1
         name = f"side{self._copies}"
         if self.kind == "memory":
             grown = self._memory
-            memory = InMemorySessionService()
-            memory.sessions = copy.deepcopy(grown.sessions)
-            memory.user_state = copy.deepcopy(grown.user_state)
-            memory.app_state = copy.deepcopy(grown.app_state)
-            return memory
+            state = (grown.sessions, grown.user_state, grown.app_state)
+            return Copy(self.kind, memory=pickle.dumps(state, pickle.HIGHEST_PROTOCOL))
         if self.kind == "postgres":
             name = f"{self._grown}_{self._copies}"
             await self._admin(f'CREATE DATABASE "{name}" TEMPLATE "{self._grown}"')
@@ -180,41 +208,26 @@ class Store:
                 closing(sqlite3.connect(self._file(name))) as target,
             ):
                 source.backup(target)
-        service = self._service(name)
-        self._services.append(service)
-        self._names[id(service)] = name
-        return service
+        return self._where(name)
 
-    async def release(self, service: BaseSessionService) -> None:
-        """Closes a side's service and deletes its copy."""
-        if isinstance(service, InMemorySessionService):
-            service.sessions.clear()
+    async def release(self, copy: Copy) -> None:
+        """Deletes a side's copy, once the services opened on it are closed."""
+        if copy.kind == "memory":
             return
-        if service in self._services:
-            self._services.remove(service)
-            await _close(service)
-        name = self._names.pop(id(service), None)
-        if name is None:
-            return
-        if self.kind == "postgres":
-            await self._admin(f'DROP DATABASE IF EXISTS "{name}"')
-            self._databases.remove(name)
+        if copy.kind == "postgres":
+            from sqlalchemy.engine import make_url
+
+            name = make_url(copy.where).database
+            if name in self._databases:
+                await self._admin(f'DROP DATABASE IF EXISTS "{name}"')
+                self._databases.remove(name)
         else:
-            self._file(name).unlink(missing_ok=True)
+            Path(copy.where).unlink(missing_ok=True)
 
     async def close(self) -> None:
-        """Closes every service and deletes every copy and database."""
-        for service in self._services:
-            await _close(service)
-        self._services.clear()
+        """Deletes every copy and database."""
         if self._databases:
             await self._admin(*(f'DROP DATABASE IF EXISTS "{name}"' for name in self._databases))
             self._databases.clear()
         self._memory.sessions.clear()
         shutil.rmtree(self._folder, ignore_errors=True)
-
-
-async def _close(service: BaseSessionService) -> None:
-    close = getattr(service, "close", None)
-    if close is not None:
-        await close()
