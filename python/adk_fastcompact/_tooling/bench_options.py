@@ -105,6 +105,11 @@ E2E_PLACEMENTS: tuple[str, ...] = ("own", "shared")
 both in the bench's process, alternating (a server holding other sessions'
 objects besides the one it serves)."""
 
+E2E_LOADINGS: tuple[str, ...] = ("full", "lean")
+"""What adk-fastcompact's side of an e2e row loads per turn: the whole
+session (`install()`), or only the events the turn reads
+(`install(loading="lean")`, docs/lean-loading.md)."""
+
 SERVICES: tuple[str, ...] = ("memory", "sqlite", "database", "postgres")
 """Every session service the e2e regime knows, in report order."""
 

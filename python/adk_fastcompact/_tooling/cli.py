@@ -44,6 +44,7 @@ from .bench_options import (
     E2E_DEFAULT_SIZES,
     E2E_DEFAULT_TURNS,
     E2E_DEFAULT_WARMUP,
+    E2E_LOADINGS,
     E2E_PLACEMENTS,
     E2E_REGIME,
     HEADLINE,
@@ -204,6 +205,16 @@ def _parser(prog: str = PROG) -> argparse.ArgumentParser:
         help=(
             "where the sides run: own (each side in a process of its own), shared "
             f"(both in the bench's process) (default: {','.join(E2E_PLACEMENTS)})"
+        ),
+    )
+    e2e_group.add_argument(
+        "--loading",
+        type=_names(E2E_LOADINGS),
+        default=list(E2E_LOADINGS),
+        metavar="L[,L...]",
+        help=(
+            "what adk-fastcompact's side loads per turn: full (install()), lean "
+            f"(install(loading='lean')) (default: {','.join(E2E_LOADINGS)})"
         ),
     )
     e2e_group.add_argument(
@@ -414,6 +425,7 @@ def _bench(args: argparse.Namespace) -> int:
                 args.e2e_warmup,
                 args.e2e_placement,
                 args.e2e_gc,
+                args.loading,
             )
     except ValueError as error:
         error_line(stderr, str(error))
@@ -494,6 +506,7 @@ def _bench(args: argparse.Namespace) -> int:
                     seed=args.seed,
                     placements=args.e2e_placement,
                     gc_mode=args.e2e_gc,
+                    loadings=args.loading,
                     progress=progress,
                 )
                 if run_e2e

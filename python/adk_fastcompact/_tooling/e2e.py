@@ -88,12 +88,13 @@ from google.adk.events.event import Event
 from google.adk.sessions.in_memory_session_service import InMemorySessionService
 from google.adk.sessions.session import Session
 
-from .. import _native, _patch
+from .. import _lean, _native, _patch
 from .bench_options import E2E_COLLECTOR_MODES as COLLECTOR_MODES
 from .bench_options import E2E_DEFAULT_COLLECTOR as DEFAULT_COLLECTOR
 from .bench_options import E2E_DEFAULT_SIZES as DEFAULT_SIZES
 from .bench_options import E2E_DEFAULT_TURNS as DEFAULT_TURNS
 from .bench_options import E2E_DEFAULT_WARMUP as DEFAULT_WARMUP
+from .bench_options import E2E_LOADINGS as LOADINGS
 from .bench_options import E2E_PLACEMENTS as PLACEMENTS
 from .bench_options import E2E_REGIME as REGIME
 from .bench_options import LOCAL_SERVICES, POSTGRES_ENV, SERVICES
@@ -120,6 +121,8 @@ class E2ERow(TypedDict):
     placement: str
     #: The cyclic garbage collector during the turns (`COLLECTOR_MODES`).
     gc: str
+    #: What adk-fastcompact's side loaded per turn (`LOADINGS`).
+    loading: str
     #: Events in the session when the timed turns began (after the warm-ups).
     events: int
     #: Compaction events among them.
@@ -146,8 +149,14 @@ class GrowthService(InMemorySessionService):
     async def get_session(  # type: ignore[override]
         self, *, app_name: str, user_id: str, session_id: str, config: Any = None
     ) -> Session | None:
-        del config
-        return self.sessions.get(app_name, {}).get(user_id, {}).get(session_id)
+        stored = self.sessions.get(app_name, {}).get(user_id, {}).get(session_id)
+        if stored is None or not isinstance(config, _lean.LeanSessionConfig):
+            return stored
+        # A lean run (the growth runs lean): the events it reads, the stored
+        # objects themselves, which append_event appends to the stored
+        # session as well.
+        needed = _lean.needed_events(stored.events, config)
+        return stored if needed is None else stored.model_copy(update={"events": needed})
 
 
 class Snapshot(NamedTuple):
@@ -163,7 +172,10 @@ async def grow(
 ) -> tuple[list[Event], dict[int, Snapshot]]:
     """Grows the session by real turns to every size (see the module docstring)."""
     was = _patch.installed()
-    _patch.install("parity", strict=True)
+    # Lean: the growth's turns read only what a turn reads (the same
+    # events as a whole load would grow, docs/lean-loading.md), so sizes
+    # of 100,000 events grow in minutes.
+    _patch.install("parity", strict=True, loading="lean")
     try:
         service = GrowthService()
         runner, llm = build_runner(service, seed)
@@ -217,6 +229,7 @@ async def measure(
     seed: int,
     placement: str = "shared",
     gc_mode: str = DEFAULT_COLLECTOR,
+    loading: str = "full",
     on_turn: Callable[[], None] | None = None,
 ) -> E2ERow:
     """Times `turns` whole turns per side on copies of `store` (grown to
@@ -228,9 +241,10 @@ async def measure(
     script = Script(seed)
     script.rng.setstate(snapshot.script_state)  # type: ignore[arg-type]
     events = compactions = 0
-    timings = {None: _Timings(), "parity": _Timings()}
+    fast = "parity" if loading == "full" else f"parity/{loading}"
+    timings = {None: _Timings(), fast: _Timings()}
     try:
-        for mode in (None, "parity"):
+        for mode in (None, fast):
             copies.append(await store.copy())
             if placement == "own":
                 sides.append(SideProcess(mode, copies[-1], seed, gc_mode))
@@ -255,7 +269,7 @@ async def measure(
                 snapshot.events,
                 index + 1,
                 requests[None],
-                requests["parity"],
+                requests[fast],
             )
     finally:
         switch(None)
@@ -263,7 +277,7 @@ async def measure(
             await side.close()
         for copied in copies:
             await store.release(copied)
-    python, rust = timings[None], timings["parity"]
+    python, rust = timings[None], timings[fast]
     python_split, python_mean = python.split_ms()
     rust_split, rust_mean = rust.split_ms()
     python_ms = statistics.median(python.turn_s) * 1e3
@@ -274,6 +288,7 @@ async def measure(
         service=store.kind,
         placement=placement,
         gc=gc_mode,
+        loading=loading,
         events=events,
         compactions=compactions,
         turns=turns,
@@ -327,6 +342,7 @@ def check_selection(
     warmup: int,
     placements: Iterable[str] = PLACEMENTS,
     gc_mode: str = DEFAULT_COLLECTOR,
+    loadings: Iterable[str] = LOADINGS,
 ) -> None:
     """Raises ValueError on arguments `run_e2e` would refuse."""
     sizes, services, placements = list(sizes), list(services), list(placements)
@@ -347,6 +363,9 @@ def check_selection(
         raise ValueError(f"placements must be some of {', '.join(PLACEMENTS)}; got {placements}")
     if gc_mode not in COLLECTOR_MODES:
         raise ValueError(f"the collector must be one of {', '.join(COLLECTOR_MODES)}: {gc_mode!r}")
+    loadings = list(loadings)
+    if not loadings or any(loading not in LOADINGS for loading in loadings):
+        raise ValueError(f"loadings must be some of {', '.join(LOADINGS)}; got {loadings}")
 
 
 def run_e2e(
@@ -359,6 +378,7 @@ def run_e2e(
     seed: int = 0,
     placements: Iterable[str] = PLACEMENTS,
     gc_mode: str = DEFAULT_COLLECTOR,
+    loadings: Iterable[str] = LOADINGS,
     progress: Callable[[int, int, str], None] | None = None,
 ) -> list[E2ERow]:
     """Runs the e2e regime; one row per size, service and placement, in
@@ -377,6 +397,8 @@ def run_e2e(
             own, both in this one.
         gc_mode: One of `COLLECTOR_MODES`: the cyclic garbage collector
             during the turns.
+        loadings: Some of `LOADINGS`: what adk-fastcompact's side loads
+            per turn, one row each.
         progress: Called as ``progress(completed, total, description)``.
 
     Raises:
@@ -387,12 +409,15 @@ def run_e2e(
     sizes = sorted(set(sizes))
     chosen = list(dict.fromkeys(services)) if services is not None else default_services(url)[0]
     placements = list(dict.fromkeys(placements))
-    check_selection(sizes, chosen, url, turns, warmup, placements, gc_mode)
+    loadings = [loading for loading in LOADINGS if loading in set(loadings)] or list(loadings)
+    check_selection(sizes, chosen, url, turns, warmup, placements, gc_mode, loadings)
     chosen = [name for name in SERVICES if name in chosen]
     placed = [placement for placement in PLACEMENTS if placement in placements]
     was = _patch.installed()
     try:
-        return asyncio.run(_run(sizes, chosen, url, turns, warmup, seed, placed, gc_mode, progress))
+        return asyncio.run(
+            _run(sizes, chosen, url, turns, warmup, seed, placed, gc_mode, loadings, progress)
+        )
     finally:
         _patch.uninstall()
         if was is not None:
@@ -408,9 +433,11 @@ async def _run(
     seed: int,
     placements: list[str],
     gc_mode: str,
+    loadings: list[str],
     progress: Callable[[int, int, str], None] | None,
 ) -> list[E2ERow]:
-    per_case = 1 + len(placements) * (1 + 2 * (warmup + turns))
+    cases = [(placement, loading) for loading in loadings for placement in placements]
+    per_case = 1 + len(cases) * (1 + 2 * (warmup + turns))
     total = max(sizes) + len(sizes) * len(services) * per_case
     completed = 0
     description = ""
@@ -445,11 +472,11 @@ async def _run(
                 step(0, f"e2e {size:,} events: {LABELS[store.kind]}: storing the session")
                 await store.grow_to(events[: snapshot.events])
                 step()
-                for placement in placements:
+                for placement, loading in cases:
                     step(
                         0,
                         f"e2e {size:,} events: {LABELS[store.kind]}: whole turns, "
-                        f"{_PLACED[placement]}",
+                        f"{_PLACED[placement]}, {loading} loading",
                     )
                     rows.append(
                         await measure(
@@ -460,6 +487,7 @@ async def _run(
                             seed=seed,
                             placement=placement,
                             gc_mode=gc_mode,
+                            loading=loading,
                             on_turn=step,
                         )
                     )
@@ -515,6 +543,7 @@ def e2e_table(rows: Sequence[E2ERow]) -> Table:
         ("service", "left"),
         ("events", "right"),
         ("process", "left"),
+        ("loading", "left"),
         ("side", "left"),
         ("ms/turn", "right"),
         ("speed-up", "right"),
@@ -536,6 +565,7 @@ def e2e_table(rows: Sequence[E2ERow]) -> Table:
                 LABELS[row["service"]] if not rust else "",
                 f"{row['events']:,}" if not rust else "",
                 row["placement"] if not rust else "",
+                row["loading"] if rust else "full",
                 "adk-fastcompact" if rust else "google-adk",
                 _ms(row[f"{side}_ms"]),  # type: ignore[literal-required]
                 f"{row['ratio']:.2f}x" if rust else "",

@@ -72,11 +72,19 @@ class TurnResult(NamedTuple):
 
 def switch(mode: str | None) -> None:
     """Puts google-adk in `mode`: its own code (None), or adk-fastcompact's
-    ``install(mode, strict=True)``; a side's only setup of the package."""
-    if _patch.installed() != mode:
+    ``install(mode, strict=True)``, with lean loading where `mode` ends in
+    ``/lean`` (``"parity/lean"``); a side's only setup of the package."""
+    installed = _patch.installed()
+    if installed is not None:
+        from .. import _lean
+
+        if _lean.loading() == "lean":
+            installed = f"{installed}/lean"
+    if installed != mode:
         _patch.unpatch()
         if mode is not None:
-            _patch.install(mode, strict=True)
+            name, _, loading = mode.partition("/")
+            _patch.install(name, strict=True, loading=loading or "full")
 
 
 @contextmanager
