@@ -7,6 +7,7 @@ use adk_fastcompact::core::{
     exact::Extent,
     filter::process_compaction_events,
     index::{group, id_key, EventIndex},
+    lean::{decide, needed, Facts, Settings, Turn},
     ranges::compaction_ranges,
     rewind::apply_rewinds,
     window::{sliding_window_candidates, SlidingWindow},
@@ -281,5 +282,57 @@ fn bench_analysis(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench, bench_index, bench_exact, bench_analysis);
+/// Lean loading's decision: over the whole session (a first load), and
+/// over the last lean list grown by one invocation (every later turn, what
+/// the index's memo decides over), beside each other.
+fn bench_lean(c: &mut Criterion) {
+    let mut group = c.benchmark_group("lean");
+    let settings = Settings {
+        window: Some(SlidingWindow {
+            interval: 3,
+            overlap: 1,
+        }),
+        ..Settings::default()
+    };
+    for n in [1_000usize, 10_000, 100_000] {
+        let events = session(n);
+        let facts = vec![Facts::default(); n];
+        group.bench_with_input(BenchmarkId::new("whole_session", n), &events, |b, ev| {
+            b.iter(|| needed(black_box(ev), &facts, &[], &[], &settings, Turn::default()).len())
+        });
+        let (keep, _) = decide(&events, &facts, &[], &[], &settings, Turn::default());
+        let last = events.last().map_or(0.0, |e| e.timestamp);
+        let mut grown: Vec<EventView> = keep.iter().map(|&i| events[i]).collect();
+        grown.extend((1..=8).map(|k| EventView {
+            timestamp: last + f64::from(k),
+            invocation: Some(u32::MAX),
+            ..Default::default()
+        }));
+        let grown_facts = vec![Facts::default(); grown.len()];
+        group.bench_with_input(BenchmarkId::new("lean_list_grown", n), &grown, |b, ev| {
+            b.iter(|| {
+                decide(
+                    black_box(ev),
+                    &grown_facts,
+                    &[],
+                    &[],
+                    &settings,
+                    Turn::default(),
+                )
+                .0
+                .len()
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(
+    benches,
+    bench,
+    bench_index,
+    bench_exact,
+    bench_analysis,
+    bench_lean
+);
 criterion_main!(benches);
