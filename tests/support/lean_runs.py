@@ -150,12 +150,13 @@ def _recording(found: Recorded) -> Iterator[None]:
 def watch(service: InMemorySessionService, found: Recorded) -> None:
     """Records on `found` every event `service` appends and every session
     its `get_session` hands out (wrapped on the instance, as the Runner
-    calls it: `self.session_service.<name>`)."""
-    get_session = service.get_session
-    append_event = service.append_event
+    calls it: `self.session_service.<name>`; the wrappers call the class's
+    methods as they are at the call)."""
+    # Looked up on the class at call time: install() may patch it meanwhile.
+    kind = type(service)
 
     async def recorded_get(**kwargs: Any) -> Any:
-        session = await get_session(**kwargs)
+        session = await kind.get_session(service, **kwargs)
         if session is not None:
             stored = service.sessions[kwargs["app_name"]][kwargs["user_id"]][kwargs["session_id"]]
             lean = isinstance(kwargs.get("config"), LeanSessionConfig)
@@ -163,7 +164,7 @@ def watch(service: InMemorySessionService, found: Recorded) -> None:
         return session
 
     async def recorded_append(session: Any, event: Event) -> Event:
-        out = await append_event(session, event)
+        out = await kind.append_event(service, session, event)
         if not event.partial:
             found.appended.append(event.model_dump(mode="json"))
         return out
