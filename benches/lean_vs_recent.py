@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from support.lean_recent import FULL, LEAN, as_json, compare_loads, recent, table  # noqa: E402
+from support.lean_recent import FULL, LEAN, as_json, compare_loads, recent, table
 
 
 def main() -> None:

@@ -175,10 +175,10 @@ def table(size: int, found: dict[str, Loaded]) -> str:
         rows.append(
             (
                 name,
-                str(loaded.loaded),
-                str(loaded.stored),
-                str(loaded.contents),
-                str(loaded.summaries),
+                f"{loaded.loaded:,}",
+                f"{loaded.stored:,}",
+                f"{loaded.contents:,}",
+                f"{loaded.summaries:,}",
                 f"{loaded.chars:,}",
                 same,
             )
