@@ -29,7 +29,7 @@ from google.adk.runners import Runner
 from google.adk.sessions.in_memory_session_service import InMemorySessionService
 
 from support.ground_truth import SESSION, USER
-from support.lean_runs import assert_identical, assert_loaded_lean, lean_run
+from support.lean_runs import LATE_ANSWER, assert_identical, assert_loaded_lean, lean_run
 from support.lean_scenarios import LEAN_SCENARIOS
 from support.runner_harness import stepped_clock
 from support.truth_scenarios import SCENARIOS
@@ -41,19 +41,6 @@ ALL: dict[str, tuple[Any, Any, Any]] = {
     **{name: (make, chat, clock) for name, (make, chat, _, clock, _) in SCENARIOS.items()},
     **{name: (make, chat, None) for name, (make, chat) in LEAN_SCENARIOS.items()},
 }
-
-#: A late answer to a long-running call, which the sliding window's
-#: compaction after that turn reads from (`recovered`: the call's
-#: invocation becomes the window's first new one), is loaded without the
-#: raw events a standing summary covers between the call and the answer.
-LATE_ANSWER = pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "core::lean::needed: the window's start is taken from the stored "
-        "session, where the invocation the new message answers is not new yet; "
-        "the compaction after the turn reads from its first event"
-    ),
-)
 
 
 def _converse(name: str) -> Callable[[InMemorySessionService], Any]:
@@ -75,7 +62,7 @@ def _clock(name: str) -> Callable[[], float]:
 @pytest.mark.parametrize(
     "name",
     [
-        pytest.param(name, marks=[LATE_ANSWER] if name.startswith("recovered") else [])
+        pytest.param(name, marks=[LATE_ANSWER] if name == "recovered" else [])
         for name in ALL
         if name not in RACING
     ],

@@ -45,7 +45,12 @@ from google.adk.models.llm_request import LlmRequest
 from google.adk.runners import Runner
 from google.adk.sessions.in_memory_session_service import InMemorySessionService
 
-from support.runner_harness import EXPECTED_WARNINGS, deterministic, first_difference
+from support.runner_harness import (
+    EXPECTED_WARNINGS,
+    deterministic,
+    first_difference,
+    stepped_clock,
+)
 
 #: How a run loads its sessions:
 #: - "full": plain google-adk, nothing installed (the oracle);
@@ -203,6 +208,22 @@ def _installing_at(run_async: Any, turn: int) -> Any:
 Converse = Callable[[InMemorySessionService], Awaitable[Any]]
 
 
+#: Where lean loading and full loading differ on main: a late answer to a
+#: long-running call (a message answering an old call), after which the
+#: sliding window's compaction reads from the first event of the answered
+#: invocation, loaded without the raw events a standing summary covers
+#: between the call and the answer (`truth_scenarios.recovered_chat` is the
+#: smallest).
+LATE_ANSWER = pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "core::lean::needed: the sliding window's start is taken from the stored "
+        "session, where the invocation the new message answers is not new yet; "
+        "the compaction after the turn reads from its first event"
+    ),
+)
+
+
 def lean_run(
     converse: Converse,
     loading: str,
@@ -267,16 +288,50 @@ def assert_identical(full: Recorded, other: Recorded, name: str) -> None:
             pytest.fail(f"{name}: {what} differ at {first_difference(a, b, what)}")
 
 
-def assert_loaded_lean(run: Recorded, *, fewer: bool = True) -> None:
+#: The whole load a lean run of an app with an `AgentTool` falls back to: the
+#: tool's inner Runner runs an app without compaction.
+INNER_RUNNER = "full: no compaction configured"
+
+
+def assert_loaded_lean(
+    run: Recorded, *, fewer: bool = True, fallbacks: tuple[str, ...] = ()
+) -> None:
     """`run` made lean loads (counted by `loading_stats`), and with `fewer`
     at least one held fewer events than the stored session (it did not pass
     by loading everything); every load that did not ask for a lean one (a
-    direct `get_session`, `rewind_async`) held the whole session."""
+    direct `get_session`, `rewind_async`) held the whole session. A whole
+    load a lean run fell back to is one of `fallbacks` (`loading_stats` keys)."""
     lean = [load for load in run.loads if load.lean]
     assert run.stats.get("lean", 0) > 0, run.stats
     assert run.stats.get("lean") == len(lean), (run.stats, len(lean))
-    assert not any(key.startswith("full") for key in run.stats), run.stats
+    assert {key for key in run.stats if key != "lean"} <= set(fallbacks), run.stats
     if fewer:
         assert any(load.handed < load.stored for load in lean), lean
     whole = [load for load in run.loads if not load.lean]
     assert all(load.handed == load.stored for load in whole), whole
+
+
+def comparable(found: Any) -> dict[str, Any]:
+    """What a conversation returned that two runs must agree on."""
+    return {
+        "requests": found.requests,
+        "responses": found.responses,
+        "yielded": found.yielded,
+        "log": found.log,
+    }
+
+
+def compare(converse: Callable[[InMemorySessionService], Any], name: str) -> Recorded:
+    """Runs `converse` with full loading, then lean and with
+    `LeanSessionConfig`; asserts the runs identical and lean; returns the
+    full run."""
+    full = lean_run(converse, "full", clock=stepped_clock(0.25))
+    for loading in ("lean", "config"):
+        run = lean_run(converse, loading, clock=stepped_clock(0.25))
+        assert_identical(full, run, f"{name} ({loading})")
+        assert_loaded_lean(run, fallbacks=(INNER_RUNNER,))
+    return full
+
+
+def events_of(run: Recorded) -> list[Event]:
+    return [Event.model_validate(dump) for dump in run.stored]
