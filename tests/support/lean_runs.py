@@ -191,14 +191,14 @@ def _with_lean_config(run_async: Any) -> Any:
     return run
 
 
-def _installing_at(run_async: Any, turn: int) -> Any:
+def _installing_at(run_async: Any, turn: int, mode: str) -> Any:
     """`Runner.run_async` that calls `install(loading="lean")` before the
     run `turn` (counted from 0): the runs before it are plain google-adk's."""
     runs = iter(range(1 << 30))
 
     async def run(self: Any, **kwargs: Any) -> AsyncGenerator[Event, None]:
         if next(runs) == turn:
-            assert adk_fastcompact.install(loading="lean") is True
+            assert adk_fastcompact.install(mode, loading="lean") is True
         async for event in run_async(self, **kwargs):
             yield event
 
@@ -230,13 +230,14 @@ def lean_run(
     *,
     clock: Callable[[], float],
     install_at: int = 0,
+    mode: str = "parity",
 ) -> Recorded:
     """Runs `converse` on a new `InMemorySessionService`, deterministically
     (ids from a counter, time from `clock`), loading as `loading` says (see
     `LOADINGS`), and returns what it recorded. `install_at`: a "lean" run
     installs before the Runner's run of that number (a store written by
-    plain google-adk until then). `converse` must leave one session in the
-    service."""
+    plain google-adk until then). `mode`: what `install` is given. `converse`
+    must leave one session in the service."""
     assert loading in LOADINGS, loading
     found = Recorded()
     adk_fastcompact.uninstall()
@@ -259,15 +260,17 @@ def lean_run(
         if loading == "lean" and install_at:
             stack.enter_context(
                 _replaced(
-                    Runner, "run_async", _installing_at(Runner.__dict__["run_async"], install_at)
+                    Runner,
+                    "run_async",
+                    _installing_at(Runner.__dict__["run_async"], install_at, mode),
                 )
             )
         elif loading == "lean":
-            assert adk_fastcompact.install(loading="lean") is True
+            assert adk_fastcompact.install(mode, loading="lean") is True
         elif loading == "installed":
-            assert adk_fastcompact.install() is True
+            assert adk_fastcompact.install(mode) is True
         elif loading == "config":
-            assert adk_fastcompact.install() is True
+            assert adk_fastcompact.install(mode) is True
             stack.enter_context(
                 _replaced(Runner, "run_async", _with_lean_config(Runner.__dict__["run_async"]))
             )
