@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import warnings
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -202,6 +203,9 @@ def _installing_at(run_async: Any, turn: int, mode: str) -> Any:
         async for event in run_async(self, **kwargs):
             yield event
 
+    # install() hooks a `run_async` only where it takes google-adk's
+    # parameters (else it leaves lean loading off, logged).
+    run.__signature__ = inspect.signature(run_async, follow_wrapped=False)  # type: ignore[attr-defined]
     return run
 
 
@@ -254,30 +258,29 @@ def lean_run(
         found.stored = [e.model_dump(mode="json") for e in stored.events]
         del app, user
 
+    run_async = Runner.__dict__["run_async"]
     with warnings.catch_warnings(), _recording(found), contextlib.ExitStack() as stack:
         for category, message in IGNORED:
             warnings.filterwarnings("ignore", message=message, category=category)
+        # Undone in reverse: install() wraps whatever `Runner.run_async` is
+        # and restores it only while its wrapper is on top, so a wrapper
+        # put on before it comes off after `uninstall`, one put on after it
+        # before.
         if loading == "lean" and install_at:
-            stack.enter_context(
-                _replaced(
-                    Runner,
-                    "run_async",
-                    _installing_at(Runner.__dict__["run_async"], install_at, mode),
-                )
-            )
-        elif loading == "lean":
-            assert adk_fastcompact.install(mode, loading="lean") is True
-        elif loading == "installed":
-            assert adk_fastcompact.install(mode) is True
-        elif loading == "config":
-            assert adk_fastcompact.install(mode) is True
-            stack.enter_context(
-                _replaced(Runner, "run_async", _with_lean_config(Runner.__dict__["run_async"]))
-            )
-        # The first thing undone (after the run_async wrapper of "config",
-        # before that of a late install): what install() hooked.
-        stack.callback(adk_fastcompact.uninstall)
+            wrapper = _installing_at(run_async, install_at, mode)
+            stack.enter_context(_replaced(Runner, "run_async", wrapper))
+            stack.callback(adk_fastcompact.uninstall)
+        else:
+            stack.callback(adk_fastcompact.uninstall)
+            if loading == "lean":
+                assert adk_fastcompact.install(mode, loading="lean") is True
+            elif loading in ("installed", "config"):
+                assert adk_fastcompact.install(mode) is True
+            if loading == "config":
+                wrapper = _with_lean_config(Runner.__dict__["run_async"])
+                stack.enter_context(_replaced(Runner, "run_async", wrapper))
         asyncio.run(main())
+    assert Runner.__dict__["run_async"] is run_async, "Runner.run_async left replaced"
     found.stats = adk_fastcompact.loading_stats(reset=True)
     return found
 
