@@ -15,6 +15,10 @@ lean, holding fewer events than the stored session (`support.lean_runs`).
 
 A store written by plain google-adk before `install(loading="lean")` is
 covered by installing half-way through the conversation.
+
+Under the sliding window ("window", "both") the conversation meets
+`lean_runs.LATE_ANSWER` (xfail, strict): a job answered turns after a
+summary covered its call.
 """
 
 from __future__ import annotations
