@@ -127,8 +127,9 @@ def for_run(runner: Any, run_config: Any, new_message: Any, invocation_id: Any) 
     elif not isinstance(given, LeanSessionConfig):
         return run_config
     config: LeanSessionConfig = given.model_copy()
-    if _patch.installed() != "parity":  # the hook is parity mode's
-        return run_config
+    if _patch.installed() != "parity":
+        _fell_back("exact mode")
+        config = None  # type: ignore[assignment]
     else:
         compaction = getattr(getattr(runner, "app", None), "events_compaction_config", None)
         interval = getattr(compaction, "compaction_interval", None)
@@ -297,22 +298,22 @@ def _run_live(original: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def hook(mode: str) -> Callable[[], None]:
-    """Wraps `Runner.run_async` and `Runner.run_live` (parity mode; exact
-    mode loads whole sessions) and `InMemorySessionService.get_session`
-    where they take google-adk 2.13's parameters, under the replaced
-    methods' names; returns what undoes it. Where a method takes other
-    parameters it is left as it is (logged), and a lean run of it loads
-    whole."""
+    """Wraps `Runner.run_async`, `Runner.run_live` (in exact mode around
+    `_underway`'s wrappers) and `InMemorySessionService.get_session` where
+    they take google-adk 2.13's parameters, under the replaced methods'
+    names; returns what undoes it. Where a method takes other parameters it
+    is left as it is (logged), and a lean run of it loads whole."""
     from google.adk.runners import Runner
     from google.adk.sessions.in_memory_session_service import InMemorySessionService
 
     from ._patch import carry_names, hooked_as, same_parameters
 
+    del mode  # exact mode's runs are counted as whole loads by `for_run`
     targets: list[tuple[Any, str, Callable[[Callable[..., Any]], Callable[..., Any]]]] = [
-        (InMemorySessionService, "get_session", _in_memory_get_session)
+        (InMemorySessionService, "get_session", _in_memory_get_session),
+        (Runner, "run_async", _run_async),
+        (Runner, "run_live", _run_live),
     ]
-    if mode == "parity":
-        targets += [(Runner, "run_async", _run_async), (Runner, "run_live", _run_live)]
     done: list[tuple[Any, str, Any, Any]] = []
     for owner, name, wrap in targets:
         original = owner.__dict__.get(name)

@@ -150,9 +150,9 @@ pub struct Dropped {
 
 impl Dropped {
     /// Whether the lean list of the session grown by `tail` (with `turn`'s
-    /// message) is that of its lean list grown by `tail`: no rewind in the
-    /// tail and no compaction ending at or before the floor (they reach
-    /// back), and neither the tail nor the turn names an id or an
+    /// message) is that of its lean list grown by `tail`: the turn continues
+    /// no invocation, no rewind in the tail and no compaction ending at or
+    /// before the floor (they reach back), and the tail names no id or
     /// invocation of a left-out event.
     pub fn admits(
         &self,
@@ -176,9 +176,15 @@ impl Dropped {
             };
             end.partial_cmp(&self.floor) != Some(std::cmp::Ordering::Greater)
         };
-        !(tail
-            .iter()
-            .any(|e| e.rewind_before.is_some() || reaches_back(e))
+        // A turn that continues an invocation (answers a call, resumes)
+        // makes it new for the sliding window, which then reads from the
+        // invocation before it on, left-out events included: decided over
+        // the whole list.
+        let continues = !turn.answering.is_empty() || !turn.underway.is_empty();
+        !(continues
+            || tail
+                .iter()
+                .any(|e| e.rewind_before.is_some() || reaches_back(e))
             || tail
                 .iter()
                 .zip(facts)

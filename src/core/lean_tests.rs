@@ -377,6 +377,15 @@ proptest! {
                 })
                 .collect();
             let answering: Vec<Sym> = turn.iter().flat_map(|s| s.responses.iter().copied()).collect();
+            // google-adk appends a message answering a stored call to the
+            // invocation that made the call.
+            let answered = answering.iter().find_map(|id| {
+                full.iter().rev().find(|e| e.calls.of(&ids).contains(id)).and_then(|e| e.invocation)
+            });
+            let turn: Vec<Spec> = turn
+                .into_iter()
+                .map(|s| Spec { invocation: answered.or(s.invocation), ..s })
+                .collect();
             let message = Turn { underway: &[], answering: &answering };
             let (tail, tail_facts) = build(&turn, 1000 * (k as u64 + 1), &mut ids);
             if dropped.admits(&tail, &tail_facts, (&ids, &[]), message) {

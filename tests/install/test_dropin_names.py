@@ -57,8 +57,14 @@ def _hooks() -> list[tuple[str, Any, Any]]:
     found = []
     for owner, attr, original, replacement in _patch.hooked:
         held = getattr(owner, attr)
-        # A method reads as its function, a classmethod as its binding.
-        assert held is replacement or held == replacement, _where(owner, attr)
+        # A method reads as its function, a classmethod as its binding; a
+        # hook may wrap another of install()'s (exact mode's run_async:
+        # lean loading's around the invocations under way), which it names
+        # as `__wrapped__`.
+        chain = [held]
+        while hasattr(chain[-1], "__wrapped__") and len(chain) < 8:
+            chain.append(chain[-1].__wrapped__)
+        assert any(h is replacement or h == replacement for h in chain), _where(owner, attr)
         found.append((_where(owner, attr), replacement, original))
     return found
 
@@ -177,6 +183,11 @@ def test_every_binding_pickles_by_its_name(
         for part in bound.__qualname__.split("."):
             found = getattr(found, part)
         if _function(found) is _function(original) is not _function(bound):
+            continue
+        # A hook another of install()'s wraps (exact mode's run_async under
+        # lean loading's) is not the object its name finds; the outer one is.
+        wrapped = getattr(found, "__wrapped__", None)
+        if wrapped is not None and found is not bound and wrapped is bound:
             continue
         assert pickle.loads(pickle.dumps(bound)) is bound, where
 

@@ -18,9 +18,10 @@ wall-clock sleeps, and two runs of the same code (plain google-adk, or
 `install()` alone) can interleave differently; `lean_scenarios` has them
 ordered by gates instead.
 
-"recovered" is `lean_runs.LATE_ANSWER` (xfail, strict): the sliding
-window's compaction after a late answer to a long-running call is handed
-fewer events under lean loading than under full loading.
+"recovered" answers a long-running call after a summary covered it: the
+sliding window's compaction after that turn is handed the same events as
+under full loading (it failed before `core::lean` counted the answered
+invocation as new).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from google.adk.runners import Runner
 from google.adk.sessions.in_memory_session_service import InMemorySessionService
 
 from support.ground_truth import SESSION, USER
-from support.lean_runs import LATE_ANSWER, assert_identical, assert_loaded_lean, lean_run
+from support.lean_runs import assert_identical, assert_loaded_lean, lean_run
 from support.lean_scenarios import LEAN_SCENARIOS
 from support.runner_harness import stepped_clock
 from support.truth_scenarios import SCENARIOS
@@ -65,11 +66,7 @@ def _clock(name: str) -> Callable[[], float]:
 
 @pytest.mark.parametrize(
     "name",
-    [
-        pytest.param(name, marks=[LATE_ANSWER] if name == "recovered" else [])
-        for name in ALL
-        if name not in RACING
-    ],
+    [pytest.param(name) for name in ALL if name not in RACING],
 )
 def test_scenario_is_identical_loaded_lean(name: str) -> None:
     full = lean_run(_converse(name), "full", clock=_clock(name))

@@ -16,7 +16,7 @@ import pytest
 from google.adk.sessions.in_memory_session_service import InMemorySessionService
 
 from support import traffic_conversation
-from support.lean_runs import LATE_ANSWER, comparable, compare, events_of
+from support.lean_runs import comparable, compare, events_of
 
 
 def _traffic(config_name: str | None) -> Callable[[InMemorySessionService], Any]:
@@ -41,9 +41,9 @@ def _traffic(config_name: str | None) -> Callable[[InMemorySessionService], Any]
 @pytest.mark.parametrize(
     "config_name",
     [
-        pytest.param("window", marks=LATE_ANSWER),
+        "window",
         "token",
-        pytest.param("both", marks=LATE_ANSWER),
+        "both",
         None,
     ],
     ids=["corpus-window", "corpus-token", "corpus-both", "plain"],

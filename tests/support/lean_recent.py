@@ -33,7 +33,7 @@ from adk_fastcompact._tooling.e2e_app import (
     request_chars,
     snapshot_request,
 )
-from adk_fastcompact._tooling.e2e_stores import Store
+from adk_fastcompact._tooling.e2e_stores import Store, close_service, open_service
 from google.adk.agents.run_config import RunConfig
 from google.adk.events.event import Event
 from google.adk.models.llm_request import LlmRequest
@@ -92,7 +92,8 @@ async def _side(
     store: Store, loading: str, seed: int, state: object, turns: int, after: float
 ) -> Loaded:
     out = Loaded()
-    service = await store.side()
+    copied = await store.copy()
+    service = open_service(copied)
     runner, llm = build_runner(service, seed)
     kind = type(service)
 
@@ -137,7 +138,8 @@ async def _side(
                 out.requests.extend(snapshot_request(r) for r in requests)
     finally:
         adk_fastcompact.uninstall()
-        await store.release(service)
+        await close_service(service)
+        await store.release(copied)
     return out
 
 

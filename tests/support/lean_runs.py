@@ -212,22 +212,6 @@ def _installing_at(run_async: Any, turn: int, mode: str) -> Any:
 Converse = Callable[[InMemorySessionService], Awaitable[Any]]
 
 
-#: Where lean loading and full loading differ on main: a late answer to a
-#: long-running call (a message answering an old call), after which the
-#: sliding window's compaction reads from the first event of the answered
-#: invocation, loaded without the raw events a standing summary covers
-#: between the call and the answer (`truth_scenarios.recovered_chat` is the
-#: smallest).
-LATE_ANSWER = pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "core::lean::needed: the sliding window's start is taken from the stored "
-        "session, where the invocation the new message answers is not new yet; "
-        "the compaction after the turn reads from its first event"
-    ),
-)
-
-
 def lean_run(
     converse: Converse,
     loading: str,
