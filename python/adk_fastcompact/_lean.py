@@ -306,6 +306,7 @@ def hook(mode: str) -> Callable[[], None]:
     from google.adk.runners import Runner
     from google.adk.sessions.in_memory_session_service import InMemorySessionService
 
+    from ._lean_sql import targets as sql_targets
     from ._patch import carry_names, hooked_as, same_parameters
 
     targets: list[tuple[Any, str, Callable[[Callable[..., Any]], Callable[..., Any]]]] = [
@@ -314,7 +315,7 @@ def hook(mode: str) -> Callable[[], None]:
     if mode == "parity":
         targets += [(Runner, "run_async", _run_async), (Runner, "run_live", _run_live)]
     done: list[tuple[Any, str, Any, Any]] = []
-    for owner, name, wrap in targets:
+    for owner, name, wrap in (*targets, *sql_targets()):
         original = owner.__dict__.get(name)
         if original is None:
             continue

@@ -49,6 +49,24 @@ pub struct StoredEvent<'a> {
     pub actions: Option<StoredActions<'a>>,
     #[serde(default)]
     pub custom_metadata: Option<StoredMetadata>,
+    /// What lean loading reads besides the view (`core::lean::Facts`).
+    #[serde(borrow, default)]
+    pub branch: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    pub node_info: Option<StoredNodeInfo<'a>>,
+    #[serde(borrow, default)]
+    pub error_code: Option<Cow<'a, str>>,
+    #[serde(default, deserialize_with = "present")]
+    pub cache_metadata: bool,
+    #[serde(borrow, default)]
+    pub interaction_id: Option<Cow<'a, str>>,
+}
+
+/// `node_info`: only its path is read.
+#[derive(Debug, Default, Deserialize)]
+pub struct StoredNodeInfo<'a> {
+    #[serde(borrow, default)]
+    pub path: Option<Cow<'a, str>>,
 }
 
 /// `custom_metadata`: only exact mode's coverage record is read (its key is
@@ -103,6 +121,12 @@ pub struct StoredActions<'a> {
     pub requested_tool_confirmations: Option<Keys<'a>>,
     #[serde(borrow, default)]
     pub requested_auth_configs: Option<Keys<'a>>,
+    #[serde(borrow, default)]
+    pub transfer_to_agent: Option<Cow<'a, str>>,
+    #[serde(default, deserialize_with = "present")]
+    pub agent_state: bool,
+    #[serde(default)]
+    pub end_of_agent: Option<bool>,
 }
 
 /// `EventCompaction`: its three fields are required (google-adk's loader
@@ -208,6 +232,17 @@ impl StoredSession {
             s.push(i, event, empty).map_err(|e| (i, e))?;
         }
         Ok(s)
+    }
+
+    /// Reads one more event after those read (at the next position); on an
+    /// error nothing is added.
+    pub fn append(&mut self, event: StoredEvent<'_>) -> Result<usize, StoredError> {
+        let empty = self.sym("")?;
+        let at = self.views.len();
+        let ids = self.ids.len();
+        self.push(at, event, empty)
+            .inspect_err(|_| self.ids.truncate(ids))?;
+        Ok(at)
     }
 
     fn sym(&mut self, text: &str) -> Result<Sym, StoredError> {
