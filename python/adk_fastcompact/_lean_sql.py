@@ -217,13 +217,15 @@ class _Load:
     """A lean load of `DatabaseSessionService` under way: taken by the
     listener's first event query."""
 
-    __slots__ = ("config", "key", "service", "taken")
+    __slots__ = ("config", "key", "lean", "service", "taken")
 
     def __init__(self, service: Any, key: str, config: Any) -> None:
         self.service = service
         self.key = key
         self.config = config
+        #: Taken by an event query; answered lean.
         self.taken = False
+        self.lean = False
 
 
 _load: ContextVar[_Load | None] = ContextVar("adk_fastcompact_lean_sql_load", default=None)
@@ -341,7 +343,7 @@ def database_rows(
             _fell_back("the session changed between two queries")
             return None
         got.update(read)
-    _lean_counted()
+    load.lean = True
     return [loaded(got[i]) for i in reversed(keep)]
 
 
@@ -378,6 +380,8 @@ def _database_get_session(original: Callable[..., Any]) -> Callable[..., Any]:
             _load.reset(token)
         if session is not None and not load.taken:
             _fell_back("legacy (pickled) schema")
+        if load.lean:
+            _lean_counted()
         return session
 
     return get_session
