@@ -11,7 +11,8 @@ decodes from the same rows: `SqliteSessionService`'s (the stored JSON) and
 `DatabaseSessionService`'s (`StorageEvent.to_event`: the id and invocation
 id columns over the JSON, the timestamp column where the JSON has none),
 and again when rows are listed a second time (answered from what the first
-listing read) with new rows among them.
+listing read) with new rows among them. Rows are written with field names
+(google-adk's way) or camelCase aliases (which its models read too).
 """
 
 from __future__ import annotations
@@ -110,7 +111,10 @@ def _ours(
 @given(session=sessions(max_events=40, realistic=True), data=st.data())
 def test_sqlite_rows_pick_what_the_decoded_session_picks(session: Any, data: st.DataObject) -> None:
     events = _with_facts(session.events, data.draw)
-    texts = [e.model_dump_json(exclude_none=True) for e in events]
+    # google-adk writes field names; its models read camelCase aliases too.
+    texts = [
+        e.model_dump_json(exclude_none=True, by_alias=data.draw(st.booleans())) for e in events
+    ]
     decoded = [Event.model_validate_json(t) for t in texts]
     # SqliteSessionService's order: timestamp, then rowid.
     order = sorted(range(len(decoded)), key=lambda i: (decoded[i].timestamp, i))
@@ -139,7 +143,9 @@ def test_database_rows_pick_what_the_decoded_session_picks(
     events = _with_facts(session.events, data.draw)
     stored = []
     for event in events:
-        payload = event.model_dump(exclude_none=True, mode="json")
+        payload = event.model_dump(
+            exclude_none=True, mode="json", by_alias=data.draw(st.booleans())
+        )
         if data.draw(st.integers(0, 9)) == 0:
             del payload["timestamp"]  # to_event takes the column's then
         if data.draw(st.integers(0, 9)) == 0:
