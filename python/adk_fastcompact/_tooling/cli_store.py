@@ -84,7 +84,8 @@ def _prepare(connection: Any, check: bool) -> tuple[int, str]:
         return 0, "the events table is indexed by session already"
     if check:
         return 1, "the events table has no index leading with (app_name, user_id, session_id)"
-    index = next(ix for ix in v1.StorageEvent.__table__.indexes if ix.name == INDEX)
+    table: Any = v1.StorageEvent.__table__
+    index = next(ix for ix in table.indexes if ix.name == INDEX)
     index.create(bind=connection, checkfirst=True)
     return 0, f"created {INDEX} on events (app_name, user_id, session_id, timestamp, id)"
 
