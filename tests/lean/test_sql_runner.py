@@ -13,6 +13,7 @@ compaction strategy alone and both together:
 - the lean side's loads are lean (fewer events than stored, once compaction
   has run) and Python decodes only the rows a load returns (the row memo's
   entry point, `_native.stored_event`, is called once per returned event);
+- a session plain google-adk wrote goes on the same, lean and whole;
 - a second writer process appends through google-adk's own `append_event`
   between turns, one event stamped after every row and one stamped before
   rows the lean side has already read, in a gap no compaction covers: the
@@ -22,9 +23,12 @@ compaction strategy alone and both together:
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
+import shutil
 import sys
 from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +38,7 @@ import pytest
 from adk_fastcompact import _lean, _native
 from adk_fastcompact._tooling import e2e_app
 from google.adk.apps.app import EventsCompactionConfig
+from google.adk.platform import uuid as platform_uuid
 from google.adk.runners import Runner
 from google.adk.sessions.base_session_service import BaseSessionService
 from google.adk.sessions.database_session_service import DatabaseSessionService
@@ -125,9 +130,10 @@ async def converse(
     strategy: str,
     turns: int = TURNS,
     between: Callable[[int], Awaitable[None]] | None = None,
+    first: int = 0,
 ) -> Run:
-    """The app's conversation on `service`, `between(turn)` awaited before
-    each turn."""
+    """The app's conversation on `service` from its turn `first` (the
+    session made when 0), `between(turn)` awaited before each turn."""
     run = Run()
     _counting_loads(service, run)
     app, llm = e2e_app.build_app(0)
@@ -135,11 +141,14 @@ async def converse(
     config = EventsCompactionConfig(summarizer=summarizer, **STRATEGIES[strategy])
     app = app.model_copy(update={"events_compaction_config": config})
     runner = Runner(app=app, session_service=service)
-    await service.create_session(
-        app_name=e2e_app.APP_NAME, user_id=e2e_app.USER_ID, session_id=e2e_app.SESSION_ID
-    )
+    if first == 0:
+        await service.create_session(
+            app_name=e2e_app.APP_NAME, user_id=e2e_app.USER_ID, session_id=e2e_app.SESSION_ID
+        )
     script = e2e_app.Script(0)
-    for number in range(turns):
+    for _ in range(first):
+        script.turn()
+    for number in range(first, first + turns):
         if between is not None:
             await between(number)
         turn = script.turn()
@@ -169,16 +178,33 @@ def run_side(
     *,
     lean: bool,
     between: Callable[[int], Awaitable[None]] | None = None,
+    turns: int = TURNS,
+    first: int = 0,
 ) -> Run:
     if lean:
         assert adk_fastcompact.install(loading="lean") is True
     else:
         adk_fastcompact.uninstall()
+    # A later part of a conversation: a clock after every stored stamp, ids
+    # of its own.
+    clock = stepped_clock(0.25) if first == 0 else lambda: 2_000_000.0 + next(ticks) * 0.25
+    ticks = itertools.count()
     try:
-        with deterministic(stepped_clock(0.25)):
-            return asyncio.run(converse(make_service(kind, where), strategy, between=between))
+        with deterministic(clock), _ids(f"part{first}-" if first else None):
+            return asyncio.run(converse(make_service(kind, where), strategy, turns, between, first))
     finally:
         adk_fastcompact.uninstall()
+
+
+@contextmanager
+def _ids(prefix: str | None) -> Iterator[None]:
+    """google-adk's ids under `prefix` inside (`deterministic`'s when None)."""
+    if prefix is None:
+        yield
+        return
+    serial = itertools.count()
+    platform_uuid.set_id_provider(lambda: f"{prefix}{next(serial):06d}")
+    yield
 
 
 def assert_same_runs(plain: Run, lean: Run) -> None:
@@ -238,6 +264,24 @@ def test_lean_turns_equal_whole_loads_on_postgres(
     plain = run_side("postgres", plain_db, strategy, lean=False)
     lean = run_side("postgres", lean_db, strategy, lean=True)
     assert _lean.loading_stats(reset=True) == {"lean": TURNS}
+    assert_same_runs(plain, lean)
+    assert_lean_loads(lean)
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "database"])
+def test_a_store_written_by_plain_google_adk_goes_on_lean_as_whole(
+    kind: str, stores: tuple[str, str]
+) -> None:
+    """A session google-adk wrote without the accelerator, then continued by
+    google-adk and, on a copy, with lean loading."""
+    plain_db, lean_db = stores
+    before = run_side(kind, plain_db, "both", lean=False, turns=12)
+    assert len([e for e in before.stored if '"compaction":{' in e]) >= 2
+    shutil.copyfile(plain_db, lean_db)
+    plain = run_side(kind, plain_db, "both", lean=False, turns=8, first=12)
+    _lean.loading_stats(reset=True)
+    lean = run_side(kind, lean_db, "both", lean=True, turns=8, first=12)
+    assert _lean.loading_stats(reset=True) == {"lean": 8}
     assert_same_runs(plain, lean)
     assert_lean_loads(lean)
 
