@@ -16,8 +16,9 @@ google-adk's own code:
   `GetSessionConfig(num_recent_events=0)` (its metadata-only read), then
   the events are read over the service's own connection and set on the
   Session it returned;
-- `DatabaseSessionService`: google-adk's `get_session` runs as it is, and
-  the `do_orm_execute` listener of `_loading` answers its event query
+- `DatabaseSessionService`: google-adk's `get_session` runs as it is
+  (`_loading`'s hook of it calls `database_get_session`), and the
+  `do_orm_execute` listener of `_loading` answers its event query
   (`database_rows`) from queries derived from google-adk's own statement
   (its filters and ordering), in its own transaction.
 
@@ -30,7 +31,7 @@ from __future__ import annotations
 
 import logging
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
 from typing import Any
 
@@ -347,9 +348,36 @@ def database_rows(
     return [loaded(got[i]) for i in reversed(keep)]
 
 
-def _database_get_session(original: Callable[..., Any]) -> Callable[..., Any]:
-    """`DatabaseSessionService.get_session`, lean under a filled
-    `LeanSessionConfig` (its event query answered by `database_rows`)."""
+async def database_get_session(
+    load_whole: Callable[[], Awaitable[Any]],
+    service: Any,
+    app_name: Any,
+    user_id: Any,
+    session_id: Any,
+    config: Any,
+) -> Any:
+    """`DatabaseSessionService.get_session` as `_loading`'s hook runs it
+    (`load_whole`: google-adk's, with the listener active), lean under a
+    filled `LeanSessionConfig` (its event query answered by
+    `database_rows`)."""
+    if not _filled(config):
+        return await load_whole()
+    load = _Load(service, _key(app_name, user_id, session_id), config)
+    token = _load.set(load)
+    try:
+        session = await load_whole()
+    finally:
+        _load.reset(token)
+    if session is not None and not load.taken:
+        _fell_back("legacy (pickled) schema")
+    if load.lean:
+        _lean_counted()
+    return session
+
+
+def _database_unhooked(original: Callable[..., Any]) -> Callable[..., Any]:
+    """`DatabaseSessionService.get_session` where `_loading` left it as it
+    is: a lean run's load is whole, counted."""
 
     async def get_session(
         self: Any,
@@ -359,30 +387,12 @@ def _database_get_session(original: Callable[..., Any]) -> Callable[..., Any]:
         session_id: Any,
         config: Any = None,
     ) -> Any:
-        from . import _loading
-
-        if not _filled(config):
-            return await original(
-                self, app_name=app_name, user_id=user_id, session_id=session_id, config=config
-            )
-        if _loading.listener is None:
+        if _filled(config):
             _fell_back("DatabaseSessionService's event query not hooked")
-            return await original(
-                self, app_name=app_name, user_id=user_id, session_id=session_id, config=None
-            )
-        load = _Load(self, _key(app_name, user_id, session_id), config)
-        token = _load.set(load)
-        try:
-            session = await original(
-                self, app_name=app_name, user_id=user_id, session_id=session_id, config=config
-            )
-        finally:
-            _load.reset(token)
-        if session is not None and not load.taken:
-            _fell_back("legacy (pickled) schema")
-        if load.lean:
-            _lean_counted()
-        return session
+            config = None
+        return await original(
+            self, app_name=app_name, user_id=user_id, session_id=session_id, config=config
+        )
 
     return get_session
 
@@ -397,10 +407,15 @@ def targets() -> list[tuple[Any, str, Callable[[Callable[..., Any]], Callable[..
         pass
     else:
         found.append((SqliteSessionService, "get_session", _sqlite_get_session))
+    from . import _loading
+
     try:
         from google.adk.sessions.database_session_service import DatabaseSessionService
     except ImportError:  # google-adk's "db" extra is not installed
         pass
     else:
-        found.append((DatabaseSessionService, "get_session", _database_get_session))
+        # `_loading`'s hook of its load runs the lean one
+        # (`database_get_session`); without it, only the count.
+        if _loading.listener is None:
+            found.append((DatabaseSessionService, "get_session", _database_unhooked))
     return found

@@ -273,8 +273,15 @@ def hook_database() -> Callable[[], None] | None:
     ) -> Any:
         token = active.set(True)
         try:
-            return await original(
-                self, app_name=app_name, user_id=user_id, session_id=session_id, config=config
+            return await _lean_sql.database_get_session(
+                lambda: original(
+                    self, app_name=app_name, user_id=user_id, session_id=session_id, config=config
+                ),
+                self,
+                app_name,
+                user_id,
+                session_id,
+                config,
             )
         finally:
             active.reset(token)
