@@ -306,6 +306,7 @@ def hook(mode: str) -> Callable[[], None]:
     from google.adk.runners import Runner
     from google.adk.sessions.in_memory_session_service import InMemorySessionService
 
+    from ._lean_sql import targets as sql_targets
     from ._patch import carry_names, hooked_as, same_parameters
 
     del mode  # exact mode's runs are counted as whole loads by `for_run`
@@ -315,7 +316,7 @@ def hook(mode: str) -> Callable[[], None]:
         (Runner, "run_live", _run_live),
     ]
     done: list[tuple[Any, str, Any, Any]] = []
-    for owner, name, wrap in targets:
+    for owner, name, wrap in (*targets, *sql_targets()):
         original = owner.__dict__.get(name)
         if original is None:
             continue

@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from . import _native
+from . import _lean_sql, _native
 
 logger = logging.getLogger("adk_fastcompact")
 
@@ -180,6 +180,8 @@ def hook_database() -> Callable[[], None] | None:
     with stand-ins whose `to_event()` is the Event. A row is decoded as the
     ORM would decode it (the column types' own result processing) and
     turned into an Event by google-adk's own `StorageEvent.to_event`.
+    Under a lean load (`_lean_sql`) the stand-ins are those of the rows the
+    turn reads only (`_lean_sql.database_rows`).
     """
     import contextvars
     import json
@@ -248,8 +250,19 @@ def hook_database() -> Callable[[], None] | None:
             if dialect.name == "postgresql"
             else type_coerce(storage_event.event_data, Text)
         )
-        rows = state.invoke_statement(statement=statement.with_only_columns(*columns, data)).all()
-        stand_ins = [(loaded(row, dialect),) for row in rows]
+        load = _lean_sql.taking()
+        lean = None
+        if load is not None:
+            lean = _lean_sql.database_rows(
+                load, state, statement, columns, data, lambda row: loaded(row, dialect)
+            )
+        if lean is not None:
+            stand_ins = [(stand_in,) for stand_in in lean]
+        else:
+            rows = state.invoke_statement(
+                statement=statement.with_only_columns(*columns, data)
+            ).all()
+            stand_ins = [(loaded(row, dialect),) for row in rows]
         return IteratorResult(SimpleResultMetaData(["StorageEvent"]), iter(stand_ins))
 
     # google-adk's parameters, so that a wrong call raises its `TypeError`
@@ -260,8 +273,15 @@ def hook_database() -> Callable[[], None] | None:
     ) -> Any:
         token = active.set(True)
         try:
-            return await original(
-                self, app_name=app_name, user_id=user_id, session_id=session_id, config=config
+            return await _lean_sql.database_get_session(
+                lambda: original(
+                    self, app_name=app_name, user_id=user_id, session_id=session_id, config=config
+                ),
+                self,
+                app_name,
+                user_id,
+                session_id,
+                config,
             )
         finally:
             active.reset(token)

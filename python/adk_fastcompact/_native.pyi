@@ -17,6 +17,8 @@ from google.genai.types import Content
 __all__ = [
     "ContextFilter",
     "ExactSelection",
+    "LeanListing",
+    "LeanRows",
     "Rules",
     "Selected",
     "TaskDelegations",
@@ -662,6 +664,85 @@ def lean_positions(
     Returns:
       Ascending positions, or None to decline (load the whole session).
     """
+
+@final
+class LeanRows:
+    """The views of the rows a SQL session service's lean loads have read,
+    per session, within a budget of rows (docs/lean-loading-sql.md)."""
+
+    def __new__(cls, budget: int = 4_000_000) -> LeanRows:
+        """An empty cache.
+
+        Args:
+          budget: Rows held at most besides the session in use; past it the
+            sessions loaded longest ago are forgotten (read again when next
+            loaded).
+        """
+
+    def listing(self, session: str, rows: object, columns: bool = False) -> LeanListing | None:
+        """One load's listing of a session's rows.
+
+        Args:
+          session: The session's key (app, user and session id).
+          rows: Each row's `(id, invocation_id, timestamp)` or
+            `(id, invocation_id, timestamp, rowid)`, in loading order.
+          columns: Rows decode as `DatabaseSessionService` decodes them (the
+            id and invocation id columns over the stored JSON).
+
+        Returns:
+          The listing, or None where a row's columns are not google-adk's.
+        """
+
+    def stats(self) -> tuple[int, int]:
+        """`(sessions, rows)` held."""
+
+    def clear(self) -> None:
+        """Forgets every session."""
+
+@final
+class LeanListing:
+    """One load's listing of a session's rows (`LeanRows.listing`)."""
+
+    @property
+    def missing(self) -> list[int]:
+        """Positions of the rows not read yet (their JSON goes to `parse`)."""
+
+    def parse(
+        self,
+        positions: list[int],
+        texts: list[Any],
+        timestamps: list[float | None] | None = None,
+    ) -> str | None:
+        """Reads the stored JSON of the rows at `positions`.
+
+        Args:
+          positions: Listing positions, ascending.
+          texts: Each row's stored JSON (`str` or `bytes`).
+          timestamps: For a columns listing, each row's timestamp column as
+            an epoch (used where its JSON has none).
+
+        Returns:
+          None, or why a row cannot be read (the caller loads whole).
+
+        Raises:
+          ValueError: The lists differ in length.
+        """
+
+    def needed(
+        self,
+        compaction_interval: int | None = None,
+        overlap_size: int = 0,
+        rules: Rules | None = None,
+        underway: list[str] = ...,
+        answering: list[str] = ...,
+    ) -> list[int] | None:
+        """Positions of the rows a Runner turn reads (`lean_positions`'s
+        answer over the listed rows).
+
+        Returns:
+          Ascending positions, or None where a row is not read yet (or the
+          session's rows were forgotten meanwhile): load the whole session.
+        """
 
 def apply_rewinds(events: object) -> list[Event] | None:
     """The events that survive every rewind, in order.

@@ -13,6 +13,7 @@ pub mod hash;
 pub mod index;
 pub mod json_size;
 pub mod lean;
+pub mod lean_rows;
 mod loading;
 pub mod ranges;
 pub mod recover;

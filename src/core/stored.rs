@@ -10,7 +10,8 @@
 //! (`py::extract`): the same fields, interned the same way (an empty
 //! invocation id reads as none, an empty isolation scope does not), so the
 //! decisions on a stored session equal those on it loaded through google-adk
-//! (the binding's tests compare them).
+//! (the binding's tests compare them). A field is read under its name or
+//! its camelCase alias, as google-adk's models accept either.
 
 use super::event::{CompactionView, EventView, Span, Sym};
 use super::texts::Texts;
@@ -33,22 +34,45 @@ pub struct StoredEvent<'a> {
     pub id: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     pub invocation_id: Option<Cow<'a, str>>,
+    /// `invocationId`, read before `invocation_id` as pydantic reads an
+    /// alias before the name (`DatabaseSessionService` adds the name to a
+    /// row's JSON, which may carry the alias).
+    #[serde(rename = "invocationId", borrow, default)]
+    pub invocation_id_alias: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     pub author: Option<Cow<'a, str>>,
     #[serde(default)]
     pub timestamp: Option<f64>,
-    #[serde(borrow, default)]
+    #[serde(alias = "isolationScope", borrow, default)]
     pub isolation_scope: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(alias = "longRunningToolIds", borrow, default)]
     pub long_running_tool_ids: Option<Vec<Cow<'a, str>>>,
     #[serde(borrow, default)]
     pub content: Option<StoredContent<'a>>,
-    #[serde(default)]
+    #[serde(alias = "usageMetadata", default)]
     pub usage_metadata: Option<StoredUsage>,
     #[serde(borrow, default)]
     pub actions: Option<StoredActions<'a>>,
-    #[serde(default)]
+    #[serde(alias = "customMetadata", default)]
     pub custom_metadata: Option<StoredMetadata>,
+    /// What lean loading reads besides the view (`core::lean::Facts`).
+    #[serde(borrow, default)]
+    pub branch: Option<Cow<'a, str>>,
+    #[serde(alias = "nodeInfo", borrow, default)]
+    pub node_info: Option<StoredNodeInfo<'a>>,
+    #[serde(alias = "errorCode", borrow, default)]
+    pub error_code: Option<Cow<'a, str>>,
+    #[serde(alias = "cacheMetadata", default, deserialize_with = "present")]
+    pub cache_metadata: bool,
+    #[serde(alias = "interactionId", borrow, default)]
+    pub interaction_id: Option<Cow<'a, str>>,
+}
+
+/// `node_info`: only its path is read.
+#[derive(Debug, Default, Deserialize)]
+pub struct StoredNodeInfo<'a> {
+    #[serde(borrow, default)]
+    pub path: Option<Cow<'a, str>>,
 }
 
 /// `custom_metadata`: only exact mode's coverage record is read (its key is
@@ -67,9 +91,9 @@ pub struct StoredContent<'a> {
 
 #[derive(Debug, Default, Deserialize)]
 pub struct StoredPart<'a> {
-    #[serde(borrow, default)]
+    #[serde(alias = "functionCall", borrow, default)]
     pub function_call: Option<StoredCall<'a>>,
-    #[serde(borrow, default)]
+    #[serde(alias = "functionResponse", borrow, default)]
     pub function_response: Option<StoredResponse<'a>>,
 }
 
@@ -89,29 +113,37 @@ pub struct StoredResponse<'a> {
 
 #[derive(Debug, Default, Deserialize)]
 pub struct StoredUsage {
-    #[serde(default)]
+    #[serde(alias = "promptTokenCount", default)]
     pub prompt_token_count: Option<i64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
 pub struct StoredActions<'a> {
-    #[serde(borrow, default)]
+    #[serde(alias = "rewindBeforeInvocationId", borrow, default)]
     pub rewind_before_invocation_id: Option<Cow<'a, str>>,
     #[serde(default)]
     pub compaction: Option<StoredCompaction>,
-    #[serde(borrow, default)]
+    #[serde(alias = "requestedToolConfirmations", borrow, default)]
     pub requested_tool_confirmations: Option<Keys<'a>>,
-    #[serde(borrow, default)]
+    #[serde(alias = "requestedAuthConfigs", borrow, default)]
     pub requested_auth_configs: Option<Keys<'a>>,
+    #[serde(alias = "transferToAgent", borrow, default)]
+    pub transfer_to_agent: Option<Cow<'a, str>>,
+    #[serde(alias = "agentState", default, deserialize_with = "present")]
+    pub agent_state: bool,
+    #[serde(alias = "endOfAgent", default)]
+    pub end_of_agent: Option<bool>,
 }
 
 /// `EventCompaction`: its three fields are required (google-adk's loader
 /// refuses an event without them), the summary's text skipped.
 #[derive(Debug, Deserialize)]
 pub struct StoredCompaction {
+    #[serde(alias = "startTimestamp")]
     pub start_timestamp: f64,
+    #[serde(alias = "endTimestamp")]
     pub end_timestamp: f64,
-    #[serde(deserialize_with = "present")]
+    #[serde(alias = "compactedContent", deserialize_with = "present")]
     pub compacted_content: bool,
 }
 
@@ -210,6 +242,17 @@ impl StoredSession {
         Ok(s)
     }
 
+    /// Reads one more event after those read (at the next position); on an
+    /// error nothing is added.
+    pub fn append(&mut self, event: StoredEvent<'_>) -> Result<usize, StoredError> {
+        let empty = self.sym("")?;
+        let at = self.views.len();
+        let ids = self.ids.len();
+        self.push(at, event, empty)
+            .inspect_err(|_| self.ids.truncate(ids))?;
+        Ok(at)
+    }
+
     fn sym(&mut self, text: &str) -> Result<Sym, StoredError> {
         self.texts.symbol(text).map_err(|_| StoredError::TooManyIds)
     }
@@ -229,7 +272,11 @@ impl StoredSession {
             timestamp,
             ..EventView::default()
         };
-        view.invocation = self.optional(e.invocation_id.as_deref(), empty)?;
+        let invocation = e
+            .invocation_id_alias
+            .as_deref()
+            .or(e.invocation_id.as_deref());
+        view.invocation = self.optional(invocation, empty)?;
         view.scope = match e.isolation_scope.as_deref() {
             None => None,
             Some(t) => Some(self.sym(t)?),
@@ -373,6 +420,37 @@ mod tests {
         assert_eq!(s.event_ids[3].as_deref(), Some("e4"));
         assert_eq!(s.has_parts, [true, true, true, false]);
         assert!(s.records.is_empty());
+    }
+
+    #[test]
+    fn camel_case_aliases_read_as_the_names_do() {
+        let named = [
+            r#"{"invocation_id":"i","timestamp":1.0,"isolation_scope":"t","long_running_tool_ids":["c"],
+               "content":{"parts":[{"function_call":{"id":"c","name":"adk_request_input"}}]},
+               "usage_metadata":{"prompt_token_count":5},
+               "actions":{"rewind_before_invocation_id":"r","requested_auth_configs":{"c":{}},
+                          "compaction":{"start_timestamp":0.5,"end_timestamp":1.0,"compacted_content":{}}}}"#,
+        ];
+        let aliased = [
+            r#"{"invocationId":"i","timestamp":1.0,"isolationScope":"t","longRunningToolIds":["c"],
+               "content":{"parts":[{"functionCall":{"id":"c","name":"adk_request_input"}}]},
+               "usageMetadata":{"promptTokenCount":5},
+               "actions":{"rewindBeforeInvocationId":"r","requestedAuthConfigs":{"c":{}},
+                          "compaction":{"startTimestamp":0.5,"endTimestamp":1.0,"compactedContent":{}}}}"#,
+        ];
+        let (a, b) = (
+            StoredSession::read(&named).unwrap(),
+            StoredSession::read(&aliased).unwrap(),
+        );
+        assert_eq!(format!("{:?}", a.views), format!("{:?}", b.views));
+        assert_eq!(a.ids, b.ids);
+        // pydantic reads the alias before the name.
+        let both = [r#"{"invocation_id":"name","invocationId":"alias","timestamp":1.0}"#];
+        let s = StoredSession::read(&both).unwrap();
+        assert_eq!(s.texts.text(s.views[0].invocation.unwrap()), "alias");
+        // Both spellings of another field: refused (a whole load decides).
+        let twice = [r#"{"timestamp":1.0,"isolation_scope":"a","isolationScope":"b"}"#];
+        assert!(StoredSession::read(&twice).is_err());
     }
 
     #[test]

@@ -17,6 +17,7 @@ mod exact;
 mod filter;
 mod index;
 mod lean;
+mod lean_rows;
 mod ranges;
 mod reading;
 mod recover;
@@ -38,6 +39,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<scans::ContextFilter>()?;
     m.add_class::<tasks::TaskScope>()?;
     m.add_class::<tasks::TaskDelegations>()?;
+    m.add_class::<lean_rows::LeanRows>()?;
+    m.add_class::<lean_rows::LeanListing>()?;
     m.add_function(wrap_pyfunction!(copy::deep_copy_model, m)?)?;
     m.add_function(wrap_pyfunction!(error::decline_counts, m)?)?;
     m.add_function(wrap_pyfunction!(error::decline_totals, m)?)?;

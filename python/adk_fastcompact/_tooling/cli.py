@@ -56,6 +56,7 @@ from .bench_options import (
 from .bench_report import total_declines
 from .cli_args import count, error_line, positive_int
 from .cli_audit import audit_merge_main, audit_parser, run_audit_command
+from .cli_store import run_prepare_store, store_parser
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -105,6 +106,7 @@ def _parser(prog: str = PROG) -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
     audit_parser(commands)
+    store_parser(commands)
     bench = commands.add_parser(
         "bench",
         help="time pure-Python google-adk against the Rust core",
@@ -625,6 +627,8 @@ def _main(argv: Sequence[str] | None) -> int:
             return run_audit_command(args)
         if args.command == "bench":
             return _bench(args)
+        if args.command == "prepare-store":
+            return run_prepare_store(args)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

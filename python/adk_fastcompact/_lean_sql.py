@@ -1,0 +1,421 @@
+"""Lean loads of the SQL session services: only the rows a turn reads are
+decoded.
+
+Under a filled `LeanSessionConfig` (`_lean.for_run`), `get_session` of
+`SqliteSessionService` and of `DatabaseSessionService` (schema v1) lists
+the session's rows (event id, invocation id, timestamp: a light query, in
+the store's own order), reads the rows it has not seen before natively
+into views (`_native.LeanRows`, one per service object; rows are
+append-only, see docs/lean-loading-sql.md), asks `core::lean::needed`
+which the turn reads, and fetches and decodes only those, by google-adk's
+own decoder (through the row memo, `_loading`). Everything else (the
+session row, the state merge, the Session, a missing session's `None`) is
+google-adk's own code:
+
+- `SqliteSessionService`: google-adk's `get_session` runs with
+  `GetSessionConfig(num_recent_events=0)` (its metadata-only read), then
+  the events are read over the service's own connection and set on the
+  Session it returned;
+- `DatabaseSessionService`: google-adk's `get_session` runs as it is
+  (`_loading`'s hook of it calls `database_get_session`), and the
+  `do_orm_execute` listener of `_loading` answers its event query
+  (`database_rows`) from queries derived from google-adk's own statement
+  (its filters and ordering), in its own transaction.
+
+Whatever cannot be loaded lean (a row that does not parse, a session that
+changed between two queries, the legacy pickled schema) is loaded whole by
+google-adk, counted and logged once (`_lean._fell_back`).
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from collections.abc import Awaitable, Callable, Sequence
+from contextvars import ContextVar
+from typing import Any
+
+from . import _native
+
+logger = logging.getLogger(__name__)
+
+#: Rows fetched per `IN (...)` list (within every backend's bound-parameter
+#: limit); more missing rows than this are fetched by one scan of the
+#: session instead.
+CHUNK = 500
+
+_caches: weakref.WeakKeyDictionary[Any, _native.LeanRows] = weakref.WeakKeyDictionary()
+_indexed: set[str] = set()
+
+
+def rows_of(service: Any) -> _native.LeanRows:
+    """The rows `service`'s lean loads have read (made on first use)."""
+    rows = _caches.get(service)
+    if rows is None:
+        rows = _caches[service] = _native.LeanRows()
+    return rows
+
+
+def _key(app_name: str, user_id: str, session_id: str) -> str:
+    return f"{len(app_name)}:{app_name}{len(user_id)}:{user_id}{session_id}"
+
+
+def _filled(config: Any) -> bool:
+    from ._lean import LeanSessionConfig
+
+    return isinstance(config, LeanSessionConfig) and config._filled
+
+
+def _positions(listing: _native.LeanListing, config: Any) -> list[int] | None:
+    window = config._window
+    return listing.needed(
+        window[0] if window else None,
+        window[1] if window else 0,
+        config._rules,
+        list(config._underway),
+        list(config._answering),
+    )
+
+
+def _lean_counted() -> None:
+    from . import _lean
+
+    _lean._stats["lean"] += 1
+
+
+def _fell_back(reason: str) -> None:
+    from . import _lean
+
+    _lean._fell_back(reason)
+
+
+# ---------------------------------------------------------------- SQLite
+
+_SQLITE_LIST = (
+    "SELECT id, invocation_id, timestamp, rowid FROM events"
+    " WHERE app_name=? AND user_id=? AND session_id=?"
+    " ORDER BY timestamp DESC, rowid DESC"
+)
+_SQLITE_ROWS = (
+    "SELECT rowid, id, event_data FROM events WHERE app_name=? AND user_id=? AND session_id=?"
+)
+
+
+async def _sqlite_texts(
+    db: Any, params: Sequence[str], rows: Sequence[Any], at: Sequence[int]
+) -> list[Any] | None:
+    """The `event_data` of the listed rows at `at`, in that order; None
+    where one is no longer stored as listed."""
+    wanted = {rows[i][3]: rows[i][0] for i in at}
+    found: dict[int, Any] = {}
+    if len(at) > CHUNK:
+        chunks: list[list[int]] = [[]]
+    else:
+        chunks = [list(wanted)]
+    for chunk in chunks:
+        sql = _SQLITE_ROWS
+        if chunk:
+            sql += f" AND rowid IN ({','.join('?' * len(chunk))})"
+        for rowid, event_id, text in await db.execute_fetchall(sql, [*params, *chunk]):
+            if wanted.get(rowid) == event_id:
+                found[rowid] = text
+    if len(found) < len(wanted):
+        return None
+    return [found[rows[i][3]] for i in at]
+
+
+async def _sqlite_events(service: Any, session: Any, config: Any) -> list[Any] | None:
+    """The events a turn reads of `session` (loaded by google-adk without
+    its events), in the store's order; None (counted) where it loads
+    whole."""
+    from ._loading import _sqlite_module
+
+    params = (session.app_name, session.user_id, session.id)
+    async with service._get_db_connection() as db:
+        rows = list(reversed(await db.execute_fetchall(_SQLITE_LIST, params)))
+        listing = rows_of(service).listing(_key(*params), rows)
+        if listing is None:
+            _fell_back("a row's columns are not google-adk's")
+            return None
+        missing = listing.missing
+        texts: dict[int, Any] = {}
+        if missing:
+            read = await _sqlite_texts(db, params, rows, missing)
+            if read is None:
+                _fell_back("the session changed between two queries")
+                return None
+            error = listing.parse(missing, read)
+            if error is not None:
+                _fell_back("a stored row does not parse")
+                logger.info("adk_fastcompact: %s", error)
+                return None
+            texts = dict(zip(missing, read, strict=True))
+        keep = _positions(listing, config)
+        if keep is None:
+            _fell_back("events not read exactly")
+            return None
+        fetch = [i for i in keep if i not in texts]
+        if fetch:
+            read = await _sqlite_texts(db, params, rows, fetch)
+            if read is None:
+                _fell_back("the session changed between two queries")
+                return None
+            texts.update(zip(fetch, read, strict=True))
+        async with db.execute(
+            "SELECT 1 FROM sessions WHERE app_name=? AND user_id=? AND id=?", params
+        ) as cursor:
+            if await cursor.fetchone() is None:
+                _fell_back("the session changed between two queries")
+                return None
+    # google-adk's decoder, as its `get_session` calls it (the row memo's
+    # where `install()` hooked it).
+    decode = _sqlite_module().Event.model_validate_json
+    return [decode(texts[i]) for i in keep]
+
+
+def _sqlite_get_session(original: Callable[..., Any]) -> Callable[..., Any]:
+    """`SqliteSessionService.get_session`, lean under a filled
+    `LeanSessionConfig`."""
+    from google.adk.sessions.base_session_service import GetSessionConfig
+
+    async def get_session(
+        self: Any,
+        *,
+        app_name: Any,
+        user_id: Any,
+        session_id: Any,
+        config: Any = None,
+    ) -> Any:
+        if _filled(config) and hasattr(self, "_get_db_connection"):
+            session = await original(
+                self,
+                app_name=app_name,
+                user_id=user_id,
+                session_id=session_id,
+                config=GetSessionConfig(num_recent_events=0),
+            )
+            if session is None:
+                return None
+            events = await _sqlite_events(self, session, config)
+            if events is not None:
+                session.events = events
+                _lean_counted()
+                return session
+            config = None
+        elif _filled(config):
+            _fell_back("SqliteSessionService has no connection of its own")
+        return await original(
+            self, app_name=app_name, user_id=user_id, session_id=session_id, config=config
+        )
+
+    return get_session
+
+
+# -------------------------------------------------------------- Database
+
+
+class _Load:
+    """A lean load of `DatabaseSessionService` under way: taken by the
+    listener's first event query."""
+
+    __slots__ = ("config", "key", "lean", "service", "taken")
+
+    def __init__(self, service: Any, key: str, config: Any) -> None:
+        self.service = service
+        self.key = key
+        self.config = config
+        #: Taken by an event query; answered lean.
+        self.taken = False
+        self.lean = False
+
+
+_load: ContextVar[_Load | None] = ContextVar("adk_fastcompact_lean_sql_load", default=None)
+
+
+def taking() -> _Load | None:
+    """The lean load under way, once (its first event query takes it)."""
+    load = _load.get()
+    if load is None or load.taken:
+        return None
+    load.taken = True
+    return load
+
+
+def _warn_unindexed(state: Any) -> None:
+    """Logs once per database that its events table has no index leading
+    with the session's key (each lean load then scans other sessions'
+    rows; `adk-fastcompact prepare-store URL` makes it)."""
+    try:
+        connection = state.session.connection()
+        url = connection.engine.url.render_as_string(hide_password=True)
+        if url in _indexed:
+            return
+        _indexed.add(url)
+        if not session_indexed(connection):
+            logger.warning(
+                "adk_fastcompact: the events table of %s has no index on"
+                " (app_name, user_id, session_id, timestamp): each lean load scans"
+                " the whole table; `adk-fastcompact prepare-store URL` creates"
+                " google-adk's own index",
+                url,
+            )
+    except Exception as error:  # a look at the catalog must not fail a load
+        logger.info("adk_fastcompact: the events table's indexes not read: %s", error)
+
+
+def session_indexed(connection: Any) -> bool:
+    """Whether the `events` table has an index (or primary key) leading with
+    `(app_name, user_id, session_id)`."""
+    from sqlalchemy import inspect
+
+    lead = ["app_name", "user_id", "session_id"]
+    inspector = inspect(connection)
+    keys = [inspector.get_pk_constraint("events").get("constrained_columns") or []]
+    keys += [ix.get("column_names") or [] for ix in inspector.get_indexes("events")]
+    return any(list(k[:3]) == lead for k in keys)
+
+
+def database_rows(
+    load: _Load,
+    state: Any,
+    statement: Any,
+    columns: Sequence[Any],
+    data: Any,
+    loaded: Callable[[Any], Any],
+) -> list[Any] | None:
+    """What google-adk's event query (`statement`) answers under a lean
+    load: stand-ins (`loaded` of a row of `columns` and `data`) of only the
+    rows the turn reads, in the statement's order; None (counted) where the
+    load is whole (the statement then runs as it is)."""
+    from google.adk.sessions.schemas.shared import utc_datetime_to_timestamp
+
+    _warn_unindexed(state)
+    event_id = columns[0]
+
+    def run(stmt: Any) -> list[Any]:
+        return list(state.invoke_statement(statement=stmt).all())
+
+    def fetch(at: Sequence[int]) -> dict[int, Any] | None:
+        wanted = {rows[i][0]: i for i in at}
+        full = statement.with_only_columns(*columns, data)
+        if len(at) > CHUNK:
+            stmts = [full]
+        else:
+            stmts = [full.where(event_id.in_(list(wanted)))]
+        found: dict[int, Any] = {}
+        for stmt in stmts:
+            for row in run(stmt):
+                i = wanted.get(row[0])
+                if i is not None and tuple(row[:3]) == tuple(rows[i][:3]):
+                    found[i] = row
+        return found if len(found) == len(wanted) else None
+
+    # google-adk orders newest first and reverses; the listing is oldest first.
+    rows = run(statement.with_only_columns(*columns))[::-1]
+    listing = rows_of(load.service).listing(load.key, rows, columns=True)
+    if listing is None:
+        _fell_back("a row's columns are not google-adk's")
+        return None
+    missing = listing.missing
+    got: dict[int, Any] = {}
+    if missing:
+        read = fetch(missing)
+        if read is None:
+            _fell_back("the session changed between two queries")
+            return None
+        got = read
+        texts = [got[i][3] for i in missing]
+        stamps = [
+            None if got[i][2] is None else utc_datetime_to_timestamp(got[i][2]) for i in missing
+        ]
+        error = listing.parse(missing, texts, stamps)
+        if error is not None:
+            _fell_back("a stored row does not parse")
+            logger.info("adk_fastcompact: %s", error)
+            return None
+    keep = _positions(listing, load.config)
+    if keep is None:
+        _fell_back("events not read exactly")
+        return None
+    more = [i for i in keep if i not in got]
+    if more:
+        read = fetch(more)
+        if read is None:
+            _fell_back("the session changed between two queries")
+            return None
+        got.update(read)
+    load.lean = True
+    return [loaded(got[i]) for i in reversed(keep)]
+
+
+async def database_get_session(
+    load_whole: Callable[[], Awaitable[Any]],
+    service: Any,
+    app_name: Any,
+    user_id: Any,
+    session_id: Any,
+    config: Any,
+) -> Any:
+    """`DatabaseSessionService.get_session` as `_loading`'s hook runs it
+    (`load_whole`: google-adk's, with the listener active), lean under a
+    filled `LeanSessionConfig` (its event query answered by
+    `database_rows`)."""
+    if not _filled(config):
+        return await load_whole()
+    load = _Load(service, _key(app_name, user_id, session_id), config)
+    token = _load.set(load)
+    try:
+        session = await load_whole()
+    finally:
+        _load.reset(token)
+    if session is not None and not load.taken:
+        _fell_back("legacy (pickled) schema")
+    if load.lean:
+        _lean_counted()
+    return session
+
+
+def _database_unhooked(original: Callable[..., Any]) -> Callable[..., Any]:
+    """`DatabaseSessionService.get_session` where `_loading` left it as it
+    is: a lean run's load is whole, counted."""
+
+    async def get_session(
+        self: Any,
+        *,
+        app_name: Any,
+        user_id: Any,
+        session_id: Any,
+        config: Any = None,
+    ) -> Any:
+        if _filled(config):
+            _fell_back("DatabaseSessionService's event query not hooked")
+            config = None
+        return await original(
+            self, app_name=app_name, user_id=user_id, session_id=session_id, config=config
+        )
+
+    return get_session
+
+
+def targets() -> list[tuple[Any, str, Callable[[Callable[..., Any]], Callable[..., Any]]]]:
+    """`(owner, name, wrap)` of the SQL services' `get_session`s that load
+    lean, for `_lean.hook` (those importable)."""
+    found: list[tuple[Any, str, Callable[[Callable[..., Any]], Callable[..., Any]]]] = []
+    try:
+        from google.adk.sessions.sqlite_session_service import SqliteSessionService
+    except ImportError:  # its driver (aiosqlite) is not installed
+        pass
+    else:
+        found.append((SqliteSessionService, "get_session", _sqlite_get_session))
+    from . import _loading
+
+    try:
+        from google.adk.sessions.database_session_service import DatabaseSessionService
+    except ImportError:  # google-adk's "db" extra is not installed
+        pass
+    else:
+        # `_loading`'s hook of its load runs the lean one
+        # (`database_get_session`); without it, only the count.
+        if _loading.listener is None:
+            found.append((DatabaseSessionService, "get_session", _database_unhooked))
+    return found
