@@ -61,9 +61,16 @@ def _key(app_name: str, user_id: str, session_id: str) -> str:
 
 
 def _filled(config: Any) -> bool:
+    """Whether `config` is a filled `LeanSessionConfig`; a bare one (exact
+    mode's run, a direct call) is counted as a whole load, as the in-memory
+    service counts it."""
     from ._lean import LeanSessionConfig
 
-    return isinstance(config, LeanSessionConfig) and config._filled
+    if not isinstance(config, LeanSessionConfig):
+        return False
+    if not config._filled:
+        _fell_back("not filled by a Runner run (exact mode, or a direct call)")
+    return config._filled
 
 
 def _positions(listing: _native.LeanListing, config: Any) -> list[int] | None:
@@ -186,7 +193,8 @@ def _sqlite_get_session(original: Callable[..., Any]) -> Callable[..., Any]:
         session_id: Any,
         config: Any = None,
     ) -> Any:
-        if _filled(config) and hasattr(self, "_get_db_connection"):
+        filled = _filled(config)
+        if filled and hasattr(self, "_get_db_connection"):
             session = await original(
                 self,
                 app_name=app_name,
@@ -202,7 +210,7 @@ def _sqlite_get_session(original: Callable[..., Any]) -> Callable[..., Any]:
                 _lean_counted()
                 return session
             config = None
-        elif _filled(config):
+        elif filled:
             _fell_back("SqliteSessionService has no connection of its own")
         return await original(
             self, app_name=app_name, user_id=user_id, session_id=session_id, config=config

@@ -376,3 +376,28 @@ def test_a_row_the_turn_does_not_read_is_not_validated(kind: str, tmp_path: Path
     assert isinstance(plain, tuple) and plain[0].__name__ == "ValidationError", plain
     assert isinstance(lean, str) and '"odd"' not in lean
     assert _lean.loading_stats(reset=True) == {"lean": 1}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_bare_lean_config_loads_whole_counted(kind: str, tmp_path: Path) -> None:
+    """A `LeanSessionConfig` no Runner run filled (application code calling
+    `get_session` with one): the whole session, as google-adk loads it."""
+    db = _store(kind, tmp_path)
+    plain, _ = _both(kind, db)
+    _lean.loading_stats(reset=True)
+    assert adk_fastcompact.install(loading="lean") is True
+    try:
+
+        async def load() -> Any:
+            service = _service(kind, db)
+            try:
+                session = await _get(service, _lean.LeanSessionConfig())
+                return session.model_dump_json()
+            finally:
+                await _close(service)
+
+        assert asyncio.run(load()) == plain
+    finally:
+        adk_fastcompact.uninstall()
+    reason = "full: not filled by a Runner run (exact mode, or a direct call)"
+    assert _lean.loading_stats(reset=True) == {reason: 1}
