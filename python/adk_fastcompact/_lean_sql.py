@@ -6,7 +6,7 @@ Under a filled `LeanSessionConfig` (`_lean.for_run`), `get_session` of
 the session's rows (event id, invocation id, timestamp: a light query, in
 the store's own order), reads the rows it has not seen before natively
 into views (`_native.LeanRows`, one per service object; rows are
-append-only, see docs/lean-loading-sql.md), asks `core::lean::needed`
+append-only, see docs/lean-loading.md), asks `core::lean::needed`
 which the turn reads, and fetches and decodes only those, by google-adk's
 own decoder (through the row memo, `_loading`). Everything else (the
 session row, the state merge, the Session, a missing session's `None`) is

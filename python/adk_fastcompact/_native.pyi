@@ -668,7 +668,7 @@ def lean_positions(
 @final
 class LeanRows:
     """The views of the rows a SQL session service's lean loads have read,
-    per session, within a budget of rows (docs/lean-loading-sql.md)."""
+    per session, within a budget of rows (docs/lean-loading.md)."""
 
     def __new__(cls, budget: int = 4_000_000) -> LeanRows:
         """An empty cache.
