@@ -30,9 +30,15 @@ POSTGRES_URL = os.environ.get(POSTGRES_ENV)
 
 
 def _check_row(
-    row: _e2e.E2ERow, service: str, turns: int, placement: str = "shared", gc_mode: str = "on"
+    row: _e2e.E2ERow,
+    service: str,
+    turns: int,
+    placement: str = "shared",
+    gc_mode: str = "on",
+    loading: str = "full",
 ) -> None:
     assert row["regime"] == "e2e"
+    assert row["loading"] == loading
     assert row["service"] == service
     assert row["placement"] == placement
     assert row["gc"] == gc_mode
@@ -61,11 +67,12 @@ def _check_row(
 
 def test_the_regime_reports_every_local_service_in_both_placements() -> None:
     """By default each service runs with the sides in processes of their
-    own and in this one, the collector on; the requests agree in both."""
+    own and in this one, the collector on; the requests agree in both.
+    (Full loading here; the lean rows are the CLI tests'.)"""
     services = list(LOCAL_SERVICES)
     was = _patch.installed()
     enabled = gc.isenabled()
-    rows = _e2e.run_e2e([SIZE], services, turns=2, warmup=1)
+    rows = _e2e.run_e2e([SIZE], services, turns=2, warmup=1, loadings=["full"])
     assert _patch.installed() == was, "google-adk is left as found"
     assert gc.isenabled() == enabled, "the collector is left as found"
     cases = [(service, placement) for service in services for placement in E2E_PLACEMENTS]
@@ -82,10 +89,12 @@ def test_the_regime_reports_every_local_service_in_both_placements() -> None:
 def test_the_regime_runs_on_postgresql() -> None:
     """DatabaseSessionService on PostgreSQL: the store a database of its
     own, copied per side by CREATE DATABASE ... TEMPLATE, dropped after."""
-    rows = _e2e.run_e2e([SIZE], ["postgres"], url=POSTGRES_URL, turns=2, warmup=1)
+    rows = _e2e.run_e2e(
+        [SIZE], ["postgres"], url=POSTGRES_URL, turns=2, warmup=1, loadings=["lean"]
+    )
     assert [row["placement"] for row in rows] == list(E2E_PLACEMENTS)
     for row in rows:
-        _check_row(row, "postgres", 2, row["placement"])
+        _check_row(row, "postgres", 2, row["placement"], loading="lean")
 
 
 def test_a_different_request_aborts_the_bench(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -234,24 +243,27 @@ def test_the_cli_prints_the_e2e_rows(capsys: pytest.CaptureFixture[str]) -> None
     assert _cli.main(argv) == 0
     printed: dict[str, Any] = json.loads(capsys.readouterr().out)
     assert printed["rows"] == [] and printed["memory"] == []
-    (row,) = printed["e2e"]
-    _check_row(row, "memory", 1, "shared", "off")
+    full, lean = printed["e2e"]  # both loadings by default, full first
+    _check_row(full, "memory", 1, "shared", "off")
+    _check_row(lean, "memory", 1, "shared", "off", "lean")
 
 
 def test_the_table_says_where_the_sides_ran_and_the_collector(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     argv = ["bench", "--regimes", "e2e", "--sizes", str(SIZE), "--services", "sqlite"]
-    argv += ["--e2e-turns", "1", "--e2e-warmup", "0"]
+    argv += ["--e2e-turns", "1", "--e2e-warmup", "0", "--loading", "lean"]
     assert _cli.main(argv) == 0
     printed = capsys.readouterr().out
     assert "garbage collector on during the turns" in printed
-    assert [
+    rows = [line.split("│") for line in printed.splitlines() if line.count("│") > 5]
+    cells = [cell for cell in rows if cell[5].strip() == "adk-fastcompact"]
+    # The placement of each row is on google-adk's line, the loading on ours.
+    placements = [
         line.split("│")[3].strip() for line in printed.splitlines() if "google-adk  " in line
-    ] == [
-        "own",
-        "shared",
     ]
+    assert placements == ["own", "shared"]
+    assert [cell[4].strip() for cell in cells] == ["lean", "lean"]
 
 
 @pytest.mark.parametrize(
@@ -259,6 +271,7 @@ def test_the_table_says_where_the_sides_ran_and_the_collector(
     [
         (["--e2e-placement", "elsewhere"], "own,shared"),
         (["--e2e-gc", "sometimes"], "invalid choice"),
+        (["--loading", "half"], "full,lean"),
     ],
 )
 def test_the_cli_refuses_unknown_placements_and_collectors(
