@@ -290,9 +290,9 @@ def test_a_store_written_by_plain_google_adk_goes_on_lean_as_whole(
 
 #: The other process: loads the session whole through google-adk and appends
 #: two user events through google-adk's own `append_event`: one stamped after
-#: every stored row, and one stamped before the newest rows but after every
-#: compaction's end (a gap no compaction covers). Exits 3 when the session
-#: has no such gap.
+#: every stored row, and one stamped between the two oldest rows after every
+#: compaction's end (before rows earlier lean loads listed, in a gap no
+#: compaction covers). Exits 3 when the session has no such gap.
 WRITER = r"""
 import asyncio, sys, warnings
 warnings.simplefilter("ignore")
@@ -324,7 +324,8 @@ async def main():
     if len(raw) < 2:
         sys.exit(3)
     late = raw[-1] + 0.125
-    early = (raw[-2] + raw[-1]) / 2
+    # Between the two oldest raw rows: before rows earlier loads listed.
+    early = (raw[0] + raw[1]) / 2
     await service.append_event(
         session, note(f"late note {tag} from another replica", late, "late"))
     await service.append_event(
