@@ -66,6 +66,70 @@ pub struct Facts {
     pub refs: Span,
 }
 
+/// What an event shows of the facts' fields, as a reader takes them from
+/// a Python Event or a stored row ([`Facts::of`] makes the facts).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Shown {
+    /// A non-empty branch.
+    pub branch: bool,
+    /// A non-empty `node_info.path`.
+    pub path: bool,
+    /// A truthy `error_code`.
+    pub error: bool,
+    /// `error_code` is google-adk's abort seal's (`INVOCATION_ABORTED`).
+    pub aborted: bool,
+    /// A truthy `error_code` and no content parts.
+    pub content_less_error: bool,
+    /// A truthy `actions.transfer_to_agent`.
+    pub transfer: bool,
+    /// `actions.agent_state` set or `actions.end_of_agent` truthy.
+    pub state: bool,
+    /// `author` is `"user"`.
+    pub by_user: bool,
+    /// `cache_metadata` set.
+    pub cache: bool,
+    /// A truthy `interaction_id`.
+    pub interaction: bool,
+}
+
+/// `error_code` of the events google-adk writes to seal an aborted
+/// invocation (`_abort_events._INVOCATION_ABORTED`).
+pub const ABORTED: &str = "INVOCATION_ABORTED";
+
+/// The function-call ids a branch names: the ids of its `<tool>@<id>`
+/// segments.
+pub fn branch_refs(branch: &str) -> impl Iterator<Item = &str> {
+    branch
+        .split('.')
+        .filter_map(|segment| segment.split_once('@').map(|(_, id)| id))
+        .filter(|id| !id.is_empty())
+}
+
+impl Facts {
+    /// The facts of an event showing `shown`, its branch's refs at `refs`.
+    pub fn of(shown: &Shown, refs: Span) -> Facts {
+        let mut marks = 0;
+        // `find_agent_to_run` passes over the user's events, abort seals,
+        // agent state changes and content-less errors.
+        if !(shown.by_user || shown.aborted || shown.state || shown.content_less_error) {
+            marks |= mark::ROUTE;
+        }
+        if shown.cache {
+            marks |= mark::CACHE;
+        }
+        if shown.interaction {
+            marks |= mark::INTERACTION;
+        }
+        Facts {
+            branched: shown.branch,
+            placed: shown.branch || shown.path,
+            pinned: shown.aborted || shown.error || shown.transfer,
+            marks,
+            refs,
+        }
+    }
+}
+
 /// The compaction settings of the app the turn runs (what the compaction
 /// after the turn reads).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

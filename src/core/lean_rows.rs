@@ -18,13 +18,9 @@
 
 use super::event::{Span, Sym};
 use super::hash::FastMap;
-use super::lean::{self, mark, Facts, Settings, Turn};
+use super::lean::{self, branch_refs, Facts, Settings, Shown, Turn, ABORTED};
 use super::stored::{parse, StoredError, StoredEvent, StoredSession};
 use std::borrow::Cow;
-
-/// `error_code` of the events google-adk writes to seal an aborted
-/// invocation (`_abort_events._INVOCATION_ABORTED`).
-const ABORTED: &str = "INVOCATION_ABORTED";
 
 /// A row as the listing query returns it.
 #[derive(Debug, Clone, Copy)]
@@ -167,7 +163,8 @@ impl SessionRows {
 }
 
 /// What lean loading reads of a stored event besides its view, as the
-/// binding reads it of a decoded Event (`py::lean`'s `read_facts`).
+/// binding reads it of a decoded Event (`py::reading::facts`): the fields
+/// `core::lean::Facts::of` makes the facts of.
 fn facts(
     e: &StoredEvent<'_>,
     s: &mut StoredSession,
@@ -175,22 +172,10 @@ fn facts(
 ) -> Result<Facts, StoredError> {
     let branch = e.branch.as_deref().unwrap_or("");
     let start = refs.len() as u32;
-    for segment in branch.split('.') {
-        if let Some((_, id)) = segment.split_once('@') {
-            if !id.is_empty() {
-                let sym = s.texts.symbol(id).map_err(|_| StoredError::TooManyIds)?;
-                refs.push(sym);
-            }
-        }
+    for id in branch_refs(branch) {
+        refs.push(s.texts.symbol(id).map_err(|_| StoredError::TooManyIds)?);
     }
-    let path = e
-        .node_info
-        .as_ref()
-        .and_then(|n| n.path.as_deref())
-        .is_some_and(|p| !p.is_empty());
     let error_code = e.error_code.as_deref().unwrap_or("");
-    let error = !error_code.is_empty();
-    let aborted = error_code == ABORTED;
     let (transfer, state) = match &e.actions {
         None => (false, false),
         Some(a) => (
@@ -200,34 +185,32 @@ fn facts(
             a.agent_state || a.end_of_agent == Some(true),
         ),
     };
-    let by_user = e.author.as_deref() == Some("user");
     let has_parts = e
         .content
         .as_ref()
         .and_then(|c| c.parts.as_ref())
         .is_some_and(|p| !p.is_empty());
-    let mut marks = 0;
-    // `find_agent_to_run` passes over the user's events, abort seals, agent
-    // state changes and content-less errors.
-    if !(by_user || aborted || state || (error && !has_parts)) {
-        marks |= mark::ROUTE;
-    }
-    if e.cache_metadata {
-        marks |= mark::CACHE;
-    }
-    if e.interaction_id.as_deref().is_some_and(|i| !i.is_empty()) {
-        marks |= mark::INTERACTION;
-    }
-    Ok(Facts {
-        branched: !branch.is_empty(),
-        placed: !branch.is_empty() || path,
-        pinned: aborted || error || transfer,
-        marks,
-        refs: Span {
-            start,
-            len: refs.len() as u32 - start,
-        },
-    })
+    let shown = Shown {
+        branch: !branch.is_empty(),
+        path: e
+            .node_info
+            .as_ref()
+            .and_then(|n| n.path.as_deref())
+            .is_some_and(|p| !p.is_empty()),
+        error: !error_code.is_empty(),
+        aborted: error_code == ABORTED,
+        content_less_error: !error_code.is_empty() && !has_parts,
+        transfer,
+        state,
+        by_user: e.author.as_deref() == Some("user"),
+        cache: e.cache_metadata,
+        interaction: e.interaction_id.as_deref().is_some_and(|i| !i.is_empty()),
+    };
+    let refs = Span {
+        start,
+        len: refs.len() as u32 - start,
+    };
+    Ok(Facts::of(&shown, refs))
 }
 
 /// The sessions read so far, each under its key, within a budget of slots:
@@ -308,6 +291,7 @@ impl RowCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::lean::mark;
     use crate::core::stored::StoredSession;
 
     fn listed<'a>(id: &'a str, invocation: &'a str, stamp: u64) -> Listed<'a> {

@@ -6,15 +6,11 @@
 use super::extract::Interner;
 use super::read::truthy;
 use crate::core::event::{Span, Sym};
-use crate::core::lean::{mark, Facts};
+use crate::core::lean::{branch_refs, Facts, Shown, ABORTED};
 use crate::py::error::Extracted;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::PyString;
-
-/// `error_code` of the events google-adk writes to seal an aborted
-/// invocation (`_abort_events._INVOCATION_ABORTED`).
-const ABORTED: &str = "INVOCATION_ABORTED";
 
 /// The facts of `event`, its refs appended to `refs` (interned by
 /// `interner`, the one of its view).
@@ -27,20 +23,13 @@ pub fn read_facts(
     let branch = event.getattr(intern!(py, "branch"))?;
     let branch = super::read::optional_str(&branch, "branch")?.unwrap_or("");
     let start = refs.len() as u32;
-    for segment in branch.split('.') {
-        if let Some((_, id)) = segment.split_once('@') {
-            if !id.is_empty() {
-                refs.push(interner.text(id)?);
-            }
-        }
+    for id in branch_refs(branch) {
+        refs.push(interner.text(id)?);
     }
     let node_info = event.getattr(intern!(py, "node_info"))?;
     let path = match node_info.is_none() {
         true => false,
-        false => {
-            let path = node_info.getattr(intern!(py, "path"))?;
-            truthy(&path)?
-        }
+        false => truthy(&node_info.getattr(intern!(py, "path"))?)?,
     };
     let error_code = event.getattr(intern!(py, "error_code"))?;
     let error = truthy(&error_code)?;
@@ -59,34 +48,29 @@ pub fn read_facts(
         }
     };
     let author = event.getattr(intern!(py, "author"))?;
-    let by_user = author
-        .cast_exact::<PyString>()
-        .is_ok_and(|s| s.to_str().is_ok_and(|s| s == "user"));
-    let mut marks = 0;
-    // `find_agent_to_run` passes over the user's events, abort seals, agent
-    // state changes and content-less errors.
-    let content_less_error = error && !has_parts(event)?;
-    if !(by_user || aborted || state || content_less_error) {
-        marks |= mark::ROUTE;
-    }
-    if !event.getattr(intern!(py, "cache_metadata"))?.is_none() {
-        marks |= mark::CACHE;
-    }
-    if let Ok(id) = event.getattr(intern!(py, "interaction_id")) {
-        if truthy(&id)? {
-            marks |= mark::INTERACTION;
-        }
-    }
-    Ok(Facts {
-        branched: !branch.is_empty(),
-        placed: !branch.is_empty() || path,
-        pinned: aborted || error || transfer,
-        marks,
-        refs: Span {
-            start,
-            len: refs.len() as u32 - start,
-        },
-    })
+    let interaction = match event.getattr(intern!(py, "interaction_id")) {
+        Ok(id) => truthy(&id)?,
+        Err(_) => false,
+    };
+    let shown = Shown {
+        branch: !branch.is_empty(),
+        path,
+        error,
+        aborted,
+        content_less_error: error && !has_parts(event)?,
+        transfer,
+        state,
+        by_user: author
+            .cast_exact::<PyString>()
+            .is_ok_and(|s| s.to_str().is_ok_and(|s| s == "user")),
+        cache: !event.getattr(intern!(py, "cache_metadata"))?.is_none(),
+        interaction,
+    };
+    let refs = Span {
+        start,
+        len: refs.len() as u32 - start,
+    };
+    Ok(Facts::of(&shown, refs))
 }
 
 /// Whether `event.content.parts` is a non-empty list.
