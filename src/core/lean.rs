@@ -140,6 +140,22 @@ pub struct Settings {
     pub rules: Rules,
 }
 
+impl Settings {
+    /// The settings of an app whose `EventsCompactionConfig` has
+    /// `compaction_interval` (a sliding window when positive) and
+    /// `overlap_size`, under the family's `rules`.
+    pub fn of(compaction_interval: Option<i64>, overlap_size: i64, rules: Rules) -> Settings {
+        let window = match compaction_interval {
+            Some(interval) if interval > 0 && overlap_size >= 0 => Some(SlidingWindow {
+                interval: interval as usize,
+                overlap: overlap_size as usize,
+            }),
+            _ => None,
+        };
+        Settings { window, rules }
+    }
+}
+
 impl Default for Settings {
     fn default() -> Self {
         Settings {

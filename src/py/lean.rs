@@ -9,7 +9,6 @@ use super::select::{rules_of, FamilyRules};
 use crate::core::event::{Need, Sym};
 use crate::core::guarded;
 use crate::core::lean::{decide, Settings, Turn};
-use crate::core::window::SlidingWindow;
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 
@@ -31,17 +30,7 @@ pub fn lean_positions<'py>(
     underway: Vec<Bound<'py, PyString>>,
     answering: Vec<Bound<'py, PyString>>,
 ) -> PyResult<Option<Vec<usize>>> {
-    let window = match compaction_interval {
-        Some(interval) if interval > 0 && overlap_size >= 0 => Some(SlidingWindow {
-            interval: interval as usize,
-            overlap: overlap_size as usize,
-        }),
-        _ => None,
-    };
-    let settings = Settings {
-        window,
-        rules: rules_of(rules),
-    };
+    let settings = Settings::of(compaction_interval, overlap_size, rules_of(rules));
     finish(
         events.py(),
         "get_session",

@@ -4,7 +4,6 @@
 use super::select::{rules_of, FamilyRules};
 use crate::core::lean::Settings;
 use crate::core::lean_rows::{Decoding, Listed, RowCache};
-use crate::core::window::SlidingWindow;
 use crate::core::{guarded, CoreError};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -271,17 +270,7 @@ impl LeanListing {
         underway: Vec<String>,
         answering: Vec<String>,
     ) -> PyResult<Option<Vec<usize>>> {
-        let window = match compaction_interval {
-            Some(interval) if interval > 0 && overlap_size >= 0 => Some(SlidingWindow {
-                interval: interval as usize,
-                overlap: overlap_size as usize,
-            }),
-            _ => None,
-        };
-        let settings = Settings {
-            window,
-            rules: rules_of(rules),
-        };
+        let settings = Settings::of(compaction_interval, overlap_size, rules_of(rules));
         let Some(slots) = self.lock().0.iter().copied().collect::<Option<Vec<u32>>>() else {
             return Ok(None);
         };
