@@ -289,8 +289,11 @@ pub fn decide(
     settings: &Settings,
     turn: Turn<'_>,
 ) -> (Vec<usize>, Dropped) {
-    let keep = needed(events, facts, ids, refs, settings, turn);
-    let mut dropped = Dropped::default();
+    let (keep, floor) = pick(events, facts, (ids, refs), settings, turn);
+    let mut dropped = Dropped {
+        floor,
+        ..Dropped::default()
+    };
     let mut kept = keep.iter().copied().peekable();
     for (i, (e, f)) in events.iter().zip(facts).enumerate() {
         if kept.next_if_eq(&i).is_some() {
@@ -299,8 +302,6 @@ pub fn decide(
         dropped.ids.extend(named(e, f, (ids, refs)));
         dropped.invocations.extend(e.invocation);
     }
-    let (_, _, selected) = views_of(events, settings.rules);
-    dropped.floor = surviving_end(events, &selected).1;
     (keep, dropped)
 }
 
@@ -327,6 +328,18 @@ pub fn needed(
     settings: &Settings,
     turn: Turn<'_>,
 ) -> Vec<usize> {
+    pick(events, facts, (ids, refs), settings, turn).0
+}
+
+/// [`needed`], and the end of the newest surviving compaction of what the
+/// selections read (`Dropped`'s floor).
+fn pick(
+    events: &[EventView],
+    facts: &[Facts],
+    (ids, refs): (&[Sym], &[Sym]),
+    settings: &Settings,
+    turn: Turn<'_>,
+) -> (Vec<usize>, f64) {
     let n = events.len();
     debug_assert_eq!(facts.len(), n);
     let mut keep = vec![false; n];
@@ -341,16 +354,16 @@ pub fn needed(
     if selected != root {
         standing(events, facts, &selected, &mut keep);
     }
-    candidates(events, &selected, &mut keep);
+    let floor = candidates(events, &selected, &mut keep);
     newest(events, facts, &live, &mut keep);
     newest(events, facts, &all, &mut keep);
 
-    let cut = cut(events, &root, &selected, settings, &underway);
+    let cut = cut(events, (&root, &selected), settings, floor, &underway);
     keep[cut..].iter_mut().for_each(|k| *k = true);
     first_of_cut_invocations(events, &selected, cut, &mut keep);
     close_over_ids(events, facts, (ids, refs), turn.answering, &mut keep);
 
-    (0..n).filter(|&i| keep[i]).collect()
+    ((0..n).filter(|&i| keep[i]).collect(), floor)
 }
 
 /// The invocations of the events calling one of `answering`.
@@ -439,8 +452,9 @@ fn standing(events: &[EventView], facts: &[Facts], root: &[usize], keep: &mut [b
 
 /// The token threshold's candidates among `selected` (every raw event past
 /// the newest surviving compaction's end, covered or not), its rolling
-/// seed, and the compaction the sliding window counts from.
-fn candidates(events: &[EventView], selected: &[usize], keep: &mut [bool]) {
+/// seed, and the compaction the sliding window counts from; returns that
+/// end.
+fn candidates(events: &[EventView], selected: &[usize], keep: &mut [bool]) -> f64 {
     let (latest, end) = surviving_end(events, selected);
     if let Some(at) = latest {
         // The rolling seed.
@@ -461,6 +475,7 @@ fn candidates(events: &[EventView], selected: &[usize], keep: &mut [bool]) {
             keep[i] = true;
         }
     }
+    end
 }
 
 /// The newest event of each author for each lookup of [`mark`], and the
@@ -490,9 +505,9 @@ fn newest(events: &[EventView], facts: &[Facts], at: &[usize], keep: &mut [bool]
 /// window's overlap and the newest compaction (with everything after it).
 fn cut(
     events: &[EventView],
-    root: &[usize],
-    selected: &[usize],
+    (root, selected): (&[usize], &[usize]),
     settings: &Settings,
+    token_end: f64,
     continued: &[Sym],
 ) -> usize {
     let mut cut = events.len();
@@ -502,7 +517,7 @@ fn cut(
         }
     }
     if let Some(window) = settings.window {
-        cut = cut.min(window_start(events, selected, window, continued));
+        cut = cut.min(window_start(events, selected, window, token_end, continued));
     }
     cut
 }
@@ -522,14 +537,10 @@ fn window_start(
     events: &[EventView],
     selected: &[usize],
     window: SlidingWindow,
+    token_end: f64,
     continued: &[Sym],
 ) -> usize {
     let sliding_end = last_compaction_end(events, selected).unwrap_or(0.0);
-    let views: Vec<EventView> = selected.iter().map(|&i| events[i]).collect();
-    let token_end = compaction_ranges(&views)
-        .last()
-        .and_then(|r| views[r.index].compaction?.end)
-        .unwrap_or(0.0);
     if sliding_end.is_nan() || token_end.is_nan() {
         return 0;
     }

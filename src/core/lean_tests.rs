@@ -269,7 +269,6 @@ proptest! {
         let (views, facts) = build(&specs, 0, &mut ids);
         let settings = Settings { window: Some(window), rules };
         let answering: Vec<Sym> = turn.iter().flat_map(|s| s.responses.iter().copied()).collect();
-        let _ = &answering;
         let keep = needed(&views, &facts, &ids, &[], &settings, Turn { underway: &[], answering: &answering });
         prop_assert!(keep.windows(2).all(|w| w[0] < w[1]));
         let lean = lean_of(&views, &keep);

@@ -153,18 +153,19 @@ fn extend(
         underway: &underway,
         answering: &answering,
     };
-    let arena = t.core.arena().to_vec();
     let mut refs: Vec<Sym> = Vec::new();
     let mut facts = Vec::with_capacity(objects.len());
     for obj in &objects {
         facts.push(read_facts(obj, &mut t.interner, &mut refs).ok()?);
     }
+    // The tail's spans index the index's own arena.
+    let arena = t.core.arena();
     let lean = &mut memo.value;
-    if !lean.dropped.admits(&views, &facts, (&arena, &refs), turn) {
+    if !lean.dropped.admits(&views, &facts, (arena, &refs), turn) {
         return None;
     }
     for (view, f) in views.iter().zip(&facts) {
-        lean.push(view, &arena, f, &refs);
+        lean.push(view, arena, f, &refs);
     }
     lean.kept
         .extend((known..known + objects.len()).map(|i| i as u32));
