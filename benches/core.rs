@@ -302,10 +302,17 @@ fn bench_lean(c: &mut Criterion) {
         });
         let (keep, _) = decide(&events, &facts, &[], &[], &settings, Turn::default());
         let last = events.last().map_or(0.0, |e| e.timestamp);
+        // A new invocation: the next symbol (symbols are dense).
+        let next = events
+            .iter()
+            .filter_map(|e| e.invocation)
+            .max()
+            .unwrap_or(0)
+            + 1;
         let mut grown: Vec<EventView> = keep.iter().map(|&i| events[i]).collect();
         grown.extend((1..=8).map(|k| EventView {
             timestamp: last + f64::from(k),
-            invocation: Some(u32::MAX),
+            invocation: Some(next),
             ..Default::default()
         }));
         let grown_facts = vec![Facts::default(); grown.len()];
