@@ -573,10 +573,13 @@ fn window_start(
     // of it included (the order above skips compactions, the opening not),
     // and a later compaction can make any invocation from `start` on the
     // start one: the earliest first event among them.
-    let from: FastSet<Sym> = order[start.min(order.len())..]
+    let mut from: FastSet<Sym> = order[start.min(order.len())..]
         .iter()
         .map(|&(inv, _, _)| inv)
         .collect();
+    // A continued invocation with no live raw event yet (its calls rewound)
+    // is ordered after all of them once the turn appends to it.
+    from.extend(continued.iter().filter(|inv| !place.contains_key(inv)));
     selected
         .iter()
         .copied()
