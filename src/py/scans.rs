@@ -10,8 +10,11 @@
 
 use super::dropin::{name_as, reduce, Given, Params};
 use super::error::{finish, Extracted, Outcome};
+use super::index::load::load;
+use super::index::memos::redelivery::same_id_again;
 use super::reading::extract::{instance_dict, model_dict, types, Model};
 use super::reading::read::{get, optional_model, optional_str, truthy, truthy_str};
+use crate::core::event::Need;
 use crate::core::scans::{self, BranchEvent, ContextEvent, PartFacts};
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -543,7 +546,9 @@ fn calls_on_branch<'py>(
 /// Whether `events` (a stored session's) already holds an event with
 /// `event`'s id that equals it (`==`, asked only of events with the same
 /// id, in order, stopping at the first): `InMemorySessionService`'s
-/// re-delivery test. `None` to decline.
+/// re-delivery test. The ids are the session index's
+/// (`memos::redelivery`): a list grown since the last test reads only the
+/// new events' ids. `None` to decline.
 #[pyfunction]
 pub fn stored_again<'py>(
     events: &Bound<'py, PyAny>,
@@ -552,17 +557,25 @@ pub fn stored_again<'py>(
     let run = || -> Extracted<bool> {
         let py = events.py();
         let t = types(py)?;
-        let events = events
+        let list = events
             .cast_exact::<PyList>()
             .map_err(|_| Outcome::Decline("not a list"))?;
         let key = intern!(py, "id");
         let own = model_dict(event, &t.event, "not an Event")?;
         let id_value = get(&own, key, "id")?;
         let id = optional_str(&id_value, "id")?.ok_or(Outcome::Decline("id"))?;
-        // The ids first (no Python code runs while they are read), then the
-        // equality of those that match, in order.
+        let positions = match same_id_again(list, id)? {
+            Some(p) => p,
+            None => load(events, Need::NONE)?
+                .same_id(id)?
+                .ok_or(Outcome::Decline("id"))?,
+        };
+        // The events with the id first (no Python code runs while their
+        // ids are read: a key shared by two ids is told apart here), then
+        // their equality, in order.
         let mut same_id = Vec::new();
-        for stored in events.iter() {
+        for at in positions {
+            let stored = list.get_item(at)?;
             let d = model_dict(&stored, &t.event, "not an Event")?;
             let stored_id = get(&d, key, "id")?;
             if optional_str(&stored_id, "id")?.ok_or(Outcome::Decline("id"))? == id {

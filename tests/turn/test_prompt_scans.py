@@ -23,6 +23,7 @@ from google.adk.events.event import Event, NodeInfo
 from google.adk.events.event_actions import EventActions, EventCompaction
 from google.genai import types
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from support.strategies import sessions
 
@@ -584,3 +585,57 @@ def test_append_event_declines_foreign_ids() -> None:
     assert _native.stored_again(events, _event(None, id="e1")) is False
     assert _native.stored_again(events, _event(None, id="e9")) is False
     assert InMemorySessionService  # the service the drop-in belongs to
+
+
+def _stored_again_plain(events: list[Event], event: Event) -> bool:
+    return any(e == event for e in events if e.id == event.id)
+
+
+@settings(max_examples=60, deadline=None)
+@given(ops=st.lists(st.tuples(st.sampled_from("aacdrx"), st.integers(0, 30)), max_size=40))
+def test_re_delivery_as_a_list_grows_and_is_edited(ops: list[tuple[str, int]]) -> None:
+    """The re-delivery test on a stored list that grows (appends, ids used
+    twice, re-deliveries) or is edited (an event removed, one replaced):
+    the same answer as google-adk's scan every time."""
+    adk_fastcompact.index_clear()
+    text = [types.Part(text="x")]
+    events = [_event(text, id=f"e{i}", timestamp=float(i)) for i in range(3)]
+    made = 3
+    for op, n in ops:
+        if op == "a":  # a new event (its id possibly one already stored)
+            probe = _event(text, id=f"e{n % (made + 1)}", timestamp=float(made))
+            made += 1
+        elif op == "c":  # an equal copy of a stored one (a re-delivery)
+            probe = events[n % len(events)].model_copy(deep=True)
+        elif op == "d" and len(events) > 1:  # an event removed in place
+            del events[n % len(events)]
+            continue
+        elif op == "r":  # one replaced by another object, same id, other text
+            at = n % len(events)
+            events[at] = _event([types.Part(text="y")], id=events[at].id, timestamp=-1.0)
+            continue
+        else:
+            probe = events[n % len(events)]
+        expected = _stored_again_plain(events, probe)
+        assert _native.stored_again(events, probe) is expected
+        if not expected:
+            events.append(probe)
+
+
+def test_re_delivery_reads_only_the_new_events_of_a_grown_list() -> None:
+    """Once a stored list is indexed, each test on it grown since the last
+    is answered from the remembered ids (`index_stats()["redelivery_reused"]`);
+    an edited list is read whole again."""
+    adk_fastcompact.index_clear()
+    text = [types.Part(text="x")]
+    events = [_event(text, id=f"e{i}", timestamp=float(i)) for i in range(3)]
+    before = adk_fastcompact.index_stats()["redelivery_reused"]
+    for i in range(10):
+        probe = _event(text, id=f"n{i}", timestamp=10.0 + i)
+        assert _native.stored_again(events, probe) is False
+        events.append(probe)
+    assert _native.stored_again(events, events[-1].model_copy(deep=True)) is True
+    assert adk_fastcompact.index_stats()["redelivery_reused"] - before == 9
+    del events[4]
+    assert _native.stored_again(events, events[4].model_copy(deep=True)) is True
+    assert adk_fastcompact.index_stats()["redelivery_reused"] - before == 9

@@ -156,6 +156,7 @@ pub fn index_stats(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     out.set_item("summaries_built", c.summaries_built)?;
     out.set_item("rewinds_reused", c.rewinds_reused)?;
     out.set_item("lean_reused", c.lean_reused)?;
+    out.set_item("redelivery_reused", c.redelivery_reused)?;
     out.set_item("ranges_reused", c.ranges_reused)?;
     out.set_item("filters_reused", c.filters_reused)?;
     out.set_item("recoveries_reused", c.recoveries_reused)?;

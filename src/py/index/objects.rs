@@ -45,7 +45,7 @@ pub(super) fn starts_with(list: &Bound<'_, PyList>, addrs: &[usize]) -> bool {
 }
 
 /// The `id` (exact `str`) of an exact `Event`, or `None`.
-pub(super) fn event_id<'py>(obj: &Bound<'py, PyAny>) -> Extracted<Option<Bound<'py, PyString>>> {
+pub(crate) fn event_id<'py>(obj: &Bound<'py, PyAny>) -> Extracted<Option<Bound<'py, PyString>>> {
     let Some(dict) = event_dict(obj)? else {
         return Ok(None);
     };

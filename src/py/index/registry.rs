@@ -26,6 +26,8 @@ pub(super) struct Counters {
     pub(super) rewinds_reused: u64,
     /// Lean decisions answered from the last one grown by new events.
     pub(super) lean_reused: u64,
+    /// Re-delivery tests answered from the stored list's remembered ids.
+    pub(super) redelivery_reused: u64,
     pub(super) ranges_reused: u64,
     pub(super) filters_reused: u64,
     pub(super) recoveries_reused: u64,
@@ -63,6 +65,7 @@ pub(super) static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
         summaries_built: 0,
         rewinds_reused: 0,
         lean_reused: 0,
+        redelivery_reused: 0,
         ranges_reused: 0,
         filters_reused: 0,
         recoveries_reused: 0,
@@ -151,6 +154,7 @@ impl Counters {
         self.summaries_built += c.summaries_built;
         self.rewinds_reused += c.rewinds_reused;
         self.lean_reused += c.lean_reused;
+        self.redelivery_reused += c.redelivery_reused;
         self.ranges_reused += c.ranges_reused;
         self.filters_reused += c.filters_reused;
         self.recoveries_reused += c.recoveries_reused;

@@ -14,6 +14,7 @@ pub mod filter;
 pub mod lean;
 pub mod ranges;
 pub mod recovery;
+pub mod redelivery;
 pub mod rewinds;
 pub mod selection;
 
