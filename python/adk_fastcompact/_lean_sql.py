@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import logging
 import weakref
+from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
 from typing import Any
@@ -40,9 +41,22 @@ from . import _native
 logger = logging.getLogger(__name__)
 
 #: Rows fetched per `IN (...)` list (within every backend's bound-parameter
-#: limit); more missing rows than this are fetched by one scan of the
-#: session instead.
+#: limit).
 CHUNK = 500
+
+
+def _chunks(wanted: Sequence[Any], listed: int) -> list[list[Any]]:
+    """`wanted` (keys of rows of a listing of `listed` rows) in lists of at
+    most `CHUNK`; one empty list (a scan of the session's rows) where they
+    are more than half the listing."""
+    if 2 * len(wanted) > listed:
+        return [[]]
+    return [list(wanted[i : i + CHUNK]) for i in range(0, len(wanted), CHUNK)]
+
+#: How lean loads listed the session's rows: `"since the last load"` or
+#: `"whole"` (the first load of a session in a process, or one whose rows
+#: before the last load's newest stamp changed).
+listings: Counter[str] = Counter()
 
 _caches: weakref.WeakKeyDictionary[Any, _native.LeanRows] = weakref.WeakKeyDictionary()
 _indexed: set[str] = set()
@@ -98,28 +112,22 @@ def _fell_back(reason: str) -> None:
 
 # ---------------------------------------------------------------- SQLite
 
-_SQLITE_LIST = (
-    "SELECT id, invocation_id, timestamp, rowid FROM events"
-    " WHERE app_name=? AND user_id=? AND session_id=?"
-    " ORDER BY timestamp DESC, rowid DESC"
-)
-_SQLITE_ROWS = (
-    "SELECT rowid, id, event_data FROM events WHERE app_name=? AND user_id=? AND session_id=?"
-)
+_SQLITE_SESSION = " WHERE app_name=? AND user_id=? AND session_id=?"
+_SQLITE_ORDER = " ORDER BY timestamp DESC, rowid DESC"
+_SQLITE_LIST = "SELECT id, invocation_id, timestamp, rowid FROM events" + _SQLITE_SESSION
+_SQLITE_COUNT = "SELECT count(*) FROM events" + _SQLITE_SESSION
+_SQLITE_ROWS = "SELECT rowid, id, event_data FROM events" + _SQLITE_SESSION
 
 
 async def _sqlite_texts(
-    db: Any, params: Sequence[str], rows: Sequence[Any], at: Sequence[int]
+    db: Any, params: Sequence[str], listing: _native.LeanListing, at: Sequence[int]
 ) -> list[Any] | None:
     """The `event_data` of the listed rows at `at`, in that order; None
     where one is no longer stored as listed."""
-    wanted = {rows[i][3]: rows[i][0] for i in at}
+    keys = listing.keys(list(at))
+    wanted = {rowid: event_id for event_id, rowid in keys}
     found: dict[int, Any] = {}
-    if len(at) > CHUNK:
-        chunks: list[list[int]] = [[]]
-    else:
-        chunks = [list(wanted)]
-    for chunk in chunks:
+    for chunk in _chunks(list(wanted), len(listing)):
         sql = _SQLITE_ROWS
         if chunk:
             sql += f" AND rowid IN ({','.join('?' * len(chunk))})"
@@ -128,7 +136,36 @@ async def _sqlite_texts(
                 found[rowid] = text
     if len(found) < len(wanted):
         return None
-    return [found[rows[i][3]] for i in at]
+    return [found[rowid] for _, rowid in keys]
+
+
+async def _sqlite_listing(db: Any, service: Any, params: Sequence[str]) -> Any:
+    """The session's rows as a lean load lists them: those stamped from the
+    last load's newest stamp on, with the count of all (the rows before
+    that stamp are the last load's when the counts agree: rows are
+    appended, never rewritten); else all of them. None where a row's
+    columns are not google-adk's."""
+    cache = rows_of(service)
+    key = _key(*params)
+    horizon = cache.horizon(key)
+    if horizon is not None:
+        # The count first: a row stored between the two queries is then
+        # listed but not counted, and the session is listed whole.
+        ((count,),) = await db.execute_fetchall(_SQLITE_COUNT, params)
+        tail = await db.execute_fetchall(
+            _SQLITE_LIST + " AND timestamp >= ?" + _SQLITE_ORDER, (*params, horizon)
+        )
+        listing = cache.tail_listing(key, list(reversed(tail)), count)
+        if listing is not None:
+            _listed("since the last load")
+            return listing
+    rows = await db.execute_fetchall(_SQLITE_LIST + _SQLITE_ORDER, params)
+    _listed("whole")
+    return cache.listing(key, list(reversed(rows)))
+
+
+def _listed(how: str) -> None:
+    listings[how] += 1
 
 
 async def _sqlite_events(service: Any, session: Any, config: Any) -> list[Any] | None:
@@ -139,15 +176,14 @@ async def _sqlite_events(service: Any, session: Any, config: Any) -> list[Any] |
 
     params = (session.app_name, session.user_id, session.id)
     async with service._get_db_connection() as db:
-        rows = list(reversed(await db.execute_fetchall(_SQLITE_LIST, params)))
-        listing = rows_of(service).listing(_key(*params), rows)
+        listing = await _sqlite_listing(db, service, params)
         if listing is None:
             _fell_back("a row's columns are not google-adk's")
             return None
         missing = listing.missing
         texts: dict[int, Any] = {}
         if missing:
-            read = await _sqlite_texts(db, params, rows, missing)
+            read = await _sqlite_texts(db, params, listing, missing)
             if read is None:
                 _fell_back("the session changed between two queries")
                 return None
@@ -163,7 +199,7 @@ async def _sqlite_events(service: Any, session: Any, config: Any) -> list[Any] |
             return None
         fetch = [i for i in keep if i not in texts]
         if fetch:
-            read = await _sqlite_texts(db, params, rows, fetch)
+            read = await _sqlite_texts(db, params, listing, fetch)
             if read is None:
                 _fell_back("the session changed between two queries")
                 return None
@@ -296,6 +332,7 @@ def database_rows(
     rows the turn reads, in the statement's order; None (counted) where the
     load is whole (the statement then runs as it is)."""
     from google.adk.sessions.schemas.shared import utc_datetime_to_timestamp
+    from sqlalchemy import func
 
     _warn_unindexed(state)
     event_id = columns[0]
@@ -303,27 +340,49 @@ def database_rows(
     def run(stmt: Any) -> list[Any]:
         return list(state.invoke_statement(statement=stmt).all())
 
+    # The session's rows as the SQLite service's lean load lists them
+    # (`_sqlite_listing`): from the last load's newest stamp on, with the
+    # count of all, else all; google-adk orders newest first and
+    # reverses, a listing is oldest first.
+    cache = rows_of(load.service)
+    listing = None
+    horizon = cache.horizon(load.key)
+    if horizon is not None:
+        counting = statement.with_only_columns(func.count(), maintain_column_froms=True)
+        count = state.invoke_statement(statement=counting.order_by(None)).scalar()
+        tail = run(statement.with_only_columns(*columns).where(columns[2] >= horizon))
+        listing = cache.tail_listing(load.key, tail[::-1], count, columns=True)
+        if listing is not None:
+            _listed("since the last load")
+    if listing is None:
+        rows = run(statement.with_only_columns(*columns))[::-1]
+        _listed("whole")
+        listing = cache.listing(load.key, rows, columns=True)
+    if listing is None:
+        _fell_back("a row's columns are not google-adk's")
+        return None
+
     def fetch(at: Sequence[int]) -> dict[int, Any] | None:
-        wanted = {rows[i][0]: i for i in at}
+        keys = listing.keys(list(at))
+        wanted = {key: i for i, (key, _) in zip(at, keys, strict=True)}
         full = statement.with_only_columns(*columns, data)
-        if len(at) > CHUNK:
-            stmts = [full]
-        else:
-            stmts = [full.where(event_id.in_(list(wanted)))]
+        stmts = [
+            full.where(event_id.in_(chunk)) if chunk else full
+            for chunk in _chunks(list(wanted), len(listing))
+        ]
         found: dict[int, Any] = {}
         for stmt in stmts:
             for row in run(stmt):
                 i = wanted.get(row[0])
-                if i is not None and tuple(row[:3]) == tuple(rows[i][:3]):
+                if i is not None:
                     found[i] = row
-        return found if len(found) == len(wanted) else None
+        if len(found) != len(wanted):
+            return None
+        at_found = list(found)
+        if not listing.holds(at_found, [tuple(found[i][:3]) for i in at_found]):
+            return None
+        return found
 
-    # google-adk orders newest first and reverses; the listing is oldest first.
-    rows = run(statement.with_only_columns(*columns))[::-1]
-    listing = rows_of(load.service).listing(load.key, rows, columns=True)
-    if listing is None:
-        _fell_back("a row's columns are not google-adk's")
-        return None
     missing = listing.missing
     got: dict[int, Any] = {}
     if missing:

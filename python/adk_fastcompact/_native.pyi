@@ -693,6 +693,28 @@ class LeanRows:
           The listing, or None where a row's columns are not google-adk's.
         """
 
+    def horizon(self, session: str) -> Any | None:
+        """The timestamp column (as the store returned it) of the newest row
+        of the session's last decided listing, or None before one."""
+
+    def tail_listing(
+        self, session: str, rows: object, count: int, columns: bool = False
+    ) -> LeanListing | None:
+        """A listing from the last decided one and the rows stamped from its
+        `horizon` on.
+
+        Args:
+          session: The session's key.
+          rows: The session's rows stamped from the horizon on, as `listing`
+            takes them, in loading order.
+          count: The number of the session's rows now.
+          columns: As for `listing`.
+
+        Returns:
+          The last listing's rows before the horizon followed by `rows`, or
+          None where that is not the whole session (list it whole).
+        """
+
     def stats(self) -> tuple[int, int]:
         """`(sessions, rows)` held."""
 
@@ -703,9 +725,25 @@ class LeanRows:
 class LeanListing:
     """One load's listing of a session's rows (`LeanRows.listing`)."""
 
+    def __len__(self) -> int:
+        """Rows listed."""
+
     @property
     def missing(self) -> list[int]:
         """Positions of the rows not read yet (their JSON goes to `parse`)."""
+
+    def keys(self, positions: list[int]) -> list[tuple[str, int]]:
+        """The event id and storage row id (0 where the store has none) of
+        the rows at `positions`, to fetch them by.
+
+        Raises:
+          ValueError: A position past the listing, or the session's rows
+            forgotten meanwhile.
+        """
+
+    def holds(self, positions: list[int], rows: object) -> bool:
+        """Whether `rows` (as `LeanRows.listing` takes them) are the listed
+        rows at `positions`, one each."""
 
     def parse(
         self,

@@ -305,6 +305,31 @@ pub fn decide(
     (keep, dropped)
 }
 
+/// The lean decision on a list that grew since the last decision, made
+/// from that decision alone: `events` holds the events it kept followed by
+/// the `grown` new ones, and `dropped` what it left out. Positions
+/// (ascending, into `events`) of the events the turn reads, `dropped`
+/// extended by what this decision leaves out; `None` (and `dropped` as it
+/// was) where the new events or the turn reach back to a left-out event
+/// ([`Dropped::admits`]): decide over the whole list then.
+pub fn decide_grown(
+    events: &[EventView],
+    facts: &[Facts],
+    (ids, refs): (&[Sym], &[Sym]),
+    grown: usize,
+    dropped: &mut Dropped,
+    settings: &Settings,
+    turn: Turn<'_>,
+) -> Option<Vec<usize>> {
+    let from = events.len().checked_sub(grown)?;
+    if !dropped.admits(&events[from..], &facts[from..], (ids, refs), turn) {
+        return None;
+    }
+    let (keep, later) = decide(events, facts, ids, refs, settings, turn);
+    dropped.merge(later);
+    Some(keep)
+}
+
 impl Dropped {
     /// What both left out (`self` then `later`, made lean from `self`'s
     /// lean list grown by a tail it admitted): the later floor.

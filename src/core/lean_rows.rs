@@ -18,7 +18,9 @@
 
 use super::event::{Span, Sym};
 use super::hash::FastMap;
-use super::lean::{self, branch_refs, Facts, Settings, Shown, Turn, ABORTED};
+use super::lean::{
+    self, branch_refs, decide_grown, Dropped, Facts, Settings, Shown, Turn, ABORTED,
+};
 use super::stored::{parse, StoredError, StoredEvent, StoredSession};
 use std::borrow::Cow;
 
@@ -54,6 +56,25 @@ struct Row {
     slot: u32,
 }
 
+/// What a slot was read from: its row's event id, stamp and storage row id.
+#[derive(Debug, Clone, Copy)]
+struct Key {
+    id: Sym,
+    stamp: u64,
+    row: i64,
+}
+
+/// The last decision on the session's rows: the listing it was made on
+/// (slots, in loading order), the positions it kept and what it left out,
+/// from which the next listing, when it only grew, is decided
+/// ([`decide_grown`]).
+struct Decided {
+    settings: Settings,
+    listed: Vec<u32>,
+    kept: Vec<u32>,
+    dropped: Dropped,
+}
+
 /// The rows of one session read so far.
 #[derive(Default)]
 pub struct SessionRows {
@@ -64,6 +85,8 @@ pub struct SessionRows {
     facts: Vec<Facts>,
     refs: Vec<Sym>,
     rows: FastMap<Box<str>, Row>,
+    keys: Vec<Key>,
+    decided: Option<Decided>,
 }
 
 impl SessionRows {
@@ -105,6 +128,12 @@ impl SessionRows {
             .inspect_err(|_| self.refs.truncate(refs))?;
         self.facts.push(facts);
         let invocation = self.sym(row.invocation)?;
+        let id = self.sym(row.id)?;
+        self.keys.push(Key {
+            id,
+            stamp: row.stamp,
+            row: row.row,
+        });
         let slot = u32::try_from(slot).map_err(|_| StoredError::TooManyIds)?;
         self.rows.insert(
             row.id.into(),
@@ -125,8 +154,41 @@ impl SessionRows {
             .map_err(|_| StoredError::TooManyIds)
     }
 
+    /// The event id and storage row id of the row read into `slot`.
+    pub fn key(&self, slot: u32) -> (&str, i64) {
+        let k = &self.keys[slot as usize];
+        (self.stored.texts.text(k.id), k.row)
+    }
+
+    /// Whether `row` is the row read into `slot`.
+    pub fn is(&self, slot: u32, row: &Listed<'_>) -> bool {
+        self.slot(row) == Some(slot)
+    }
+
+    /// The listing the last decision was made on (slots in loading order;
+    /// empty before one).
+    pub fn listed(&self) -> &[u32] {
+        self.decided.as_ref().map_or(&[], |d| &d.listed)
+    }
+
+    /// The rows of the last decision's listing before its newest stamp
+    /// (its rows stamped as its last one excluded), and those: the rows a
+    /// listing of the rows stamped from the newest stamp on leaves out, and
+    /// those it lists again. `None` before a decision.
+    pub fn horizon(&self) -> Option<(&[u32], &[u32])> {
+        let listed = self.listed();
+        let last = self.keys[*listed.last()? as usize].stamp;
+        let below = listed
+            .iter()
+            .rposition(|&s| self.keys[s as usize].stamp != last)
+            .map_or(0, |i| i + 1);
+        Some(listed.split_at(below))
+    }
+
     /// Positions (ascending, into `slots`) of the rows a turn reads, `slots`
-    /// being the session's rows in loading order.
+    /// being the session's rows in loading order. A listing that holds the
+    /// last decision's followed by new rows is decided from that decision
+    /// ([`decide_grown`]), without the rows it left out.
     pub fn needed(
         &mut self,
         slots: &[u32],
@@ -142,23 +204,57 @@ impl SessionRows {
             .iter()
             .map(|t| self.sym(t))
             .collect::<Result<Vec<_>, _>>()?;
+        let turn = Turn {
+            underway: &underway,
+            answering: &answering,
+        };
+        if let Some(mut last) = self.decided.take() {
+            let n = last.listed.len();
+            if last.settings == *settings && slots.len() >= n && slots[..n] == last.listed[..] {
+                let at: Vec<usize> = (last.kept.iter().map(|&k| k as usize))
+                    .chain(n..slots.len())
+                    .collect();
+                let views: Vec<_> = at
+                    .iter()
+                    .map(|&i| self.stored.views[slots[i] as usize])
+                    .collect();
+                let facts: Vec<_> = at.iter().map(|&i| self.facts[slots[i] as usize]).collect();
+                let grown = slots.len() - n;
+                let arenas = (&self.stored.ids[..], &self.refs[..]);
+                if let Some(keep) = decide_grown(
+                    &views,
+                    &facts,
+                    arenas,
+                    grown,
+                    &mut last.dropped,
+                    settings,
+                    turn,
+                ) {
+                    let positions: Vec<usize> = keep.iter().map(|&k| at[k]).collect();
+                    self.decided = Some(Decided {
+                        settings: *settings,
+                        listed: slots.to_vec(),
+                        kept: positions.iter().map(|&p| p as u32).collect(),
+                        dropped: last.dropped,
+                    });
+                    return Ok(positions);
+                }
+            }
+        }
         let views: Vec<_> = slots
             .iter()
             .map(|&s| self.stored.views[s as usize])
             .collect();
         let facts: Vec<_> = slots.iter().map(|&s| self.facts[s as usize]).collect();
-        let turn = Turn {
-            underway: &underway,
-            answering: &answering,
-        };
-        Ok(lean::needed(
-            &views,
-            &facts,
-            &self.stored.ids,
-            &self.refs,
-            settings,
-            turn,
-        ))
+        let (keep, dropped) =
+            lean::decide(&views, &facts, &self.stored.ids, &self.refs, settings, turn);
+        self.decided = Some(Decided {
+            settings: *settings,
+            listed: slots.to_vec(),
+            kept: keep.iter().map(|&p| p as u32).collect(),
+            dropped,
+        });
+        Ok(keep)
     }
 }
 
@@ -250,6 +346,12 @@ impl RowCache {
         });
         entry.0 = clock;
         &mut entry.1
+    }
+
+    /// The rows of the session under `key`, when held (not made, and not
+    /// counted as a use).
+    pub fn get(&self, key: &str) -> Option<&SessionRows> {
+        self.sessions.get(key).map(|(_, s)| s)
     }
 
     /// Forgets the session under `key` (its rows are read again next time).
@@ -425,5 +527,82 @@ mod tests {
         assert_eq!(c.stats(), (2, 2));
         assert_eq!(c.session("a").slots(), 0);
         assert_eq!(c.session("c").slots(), 1);
+    }
+
+    /// Rows of a session the e2e app could store: turns of a user message
+    /// and a model reply, a sliding-window summary over the last two
+    /// turns after every third.
+    fn grow(s: &mut SessionRows, listing: &mut Vec<u32>, turns: std::ops::Range<u32>) {
+        for t in turns {
+            let base = f64::from(t) * 10.0;
+            let mut rows = vec![
+                (
+                    format!("u{t}"),
+                    format!(r#"{{"author":"user","invocation_id":"i{t}","timestamp":{base}}}"#),
+                ),
+                (
+                    format!("m{t}"),
+                    format!(
+                        r#"{{"author":"a","invocation_id":"i{t}","timestamp":{}}}"#,
+                        base + 1.0
+                    ),
+                ),
+            ];
+            if t % 3 == 2 {
+                let start = base - 10.0;
+                rows.push((
+                    format!("c{t}"),
+                    format!(
+                        r#"{{"author":"a","invocation_id":"i{t}","timestamp":{},"actions":{{"compaction":{{"start_timestamp":{start},"end_timestamp":{},"compacted_content":{{"parts":[{{"text":"s"}}]}}}}}}}}"#,
+                        base + 2.0,
+                        base + 1.0
+                    ),
+                ));
+            }
+            for (id, json) in rows {
+                let inv = format!("i{t}");
+                let l = listed(&id, &inv, u64::from(t));
+                listing.push(s.insert(&l, json.as_bytes(), Decoding::Json, None).unwrap());
+            }
+        }
+    }
+
+    #[test]
+    fn a_grown_listing_is_decided_from_the_last_decision_as_over_the_whole() {
+        let settings = Settings {
+            window: Some(crate::core::window::SlidingWindow {
+                interval: 3,
+                overlap: 1,
+            }),
+            ..Settings::default()
+        };
+        let mut s = SessionRows::default();
+        let mut listing = Vec::new();
+        assert_eq!(s.horizon(), None);
+        grow(&mut s, &mut listing, 0..12);
+        let first = s.needed(&listing, &settings, &[], &[]).unwrap();
+        assert!(first.len() < listing.len());
+        let (below, at) = s.horizon().unwrap();
+        assert_eq!(below.len() + at.len(), listing.len());
+        assert_eq!(at.len(), 3, "the last turn's rows share its stamp");
+        for turns in [12..13, 13..16, 16..40] {
+            grow(&mut s, &mut listing, turns);
+            let grown = s.needed(&listing, &settings, &[], &[]).unwrap();
+            let views: Vec<_> = listing
+                .iter()
+                .map(|&x| s.stored.views[x as usize])
+                .collect();
+            let facts: Vec<_> = listing.iter().map(|&x| s.facts[x as usize]).collect();
+            let expected = lean::needed(
+                &views,
+                &facts,
+                &s.stored.ids,
+                &s.refs,
+                &settings,
+                Turn::default(),
+            );
+            assert_eq!(grown, expected);
+            assert_eq!(s.listed(), &listing[..]);
+        }
     }
 }

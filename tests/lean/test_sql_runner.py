@@ -35,7 +35,7 @@ from typing import Any
 
 import adk_fastcompact
 import pytest
-from adk_fastcompact import _lean, _native
+from adk_fastcompact import _lean, _lean_sql, _native
 from adk_fastcompact._tooling import e2e_app
 from google.adk.apps.app import EventsCompactionConfig
 from google.adk.platform import uuid as platform_uuid
@@ -248,8 +248,13 @@ def test_lean_turns_equal_whole_loads_on_sqlite_files(
     _lean.loading_stats(reset=True)
     plain = run_side(kind, plain_db, strategy, lean=False)
     assert _lean.loading_stats(reset=True) == {}
+    _lean_sql.listings.clear()
     lean = run_side(kind, lean_db, strategy, lean=True)
     assert _lean.loading_stats(reset=True) == {"lean": TURNS}
+    # The session's first two loads list it whole (the first finds it
+    # empty); each later one lists only the rows from the last one's newest
+    # stamp on.
+    assert _lean_sql.listings == {"whole": 2, "since the last load": TURNS - 2}
     assert_same_runs(plain, lean)
     assert_lean_loads(lean)
 
@@ -262,8 +267,10 @@ def test_lean_turns_equal_whole_loads_on_postgres(
     plain_db, lean_db = two_postgres
     _lean.loading_stats(reset=True)
     plain = run_side("postgres", plain_db, strategy, lean=False)
+    _lean_sql.listings.clear()
     lean = run_side("postgres", lean_db, strategy, lean=True)
     assert _lean.loading_stats(reset=True) == {"lean": TURNS}
+    assert _lean_sql.listings == {"whole": 2, "since the last load": TURNS - 2}
     assert_same_runs(plain, lean)
     assert_lean_loads(lean)
 
@@ -374,8 +381,13 @@ def test_a_second_writer_between_turns_is_seen_by_the_next_lean_turn(
     plain_db, lean_db = stores
     plain = run_side(kind, plain_db, "window", lean=False, between=writer(kind, plain_db))
     _lean.loading_stats(reset=True)
+    _lean_sql.listings.clear()
     lean = run_side(kind, lean_db, "window", lean=True, between=writer(kind, lean_db))
     assert _lean.loading_stats(reset=True) == {"lean": TURNS}
+    # The early note (stamped before rows the last load listed) makes the
+    # next load list the session whole.
+    whole = 2 + len(WRITES)
+    assert _lean_sql.listings == {"whole": whole, "since the last load": TURNS - whole}
     assert_same_runs(plain, lean)
     assert_lean_loads(lean)
     for tag in WRITES:
@@ -390,7 +402,10 @@ def test_a_second_writer_between_turns_on_postgres(two_postgres: tuple[str, str]
     plain_db, lean_db = two_postgres
     plain_writes, lean_writes = writer("postgres", plain_db), writer("postgres", lean_db)
     plain = run_side("postgres", plain_db, "window", lean=False, between=plain_writes)
+    _lean_sql.listings.clear()
     lean = run_side("postgres", lean_db, "window", lean=True, between=lean_writes)
+    whole = 2 + len(WRITES)
+    assert _lean_sql.listings == {"whole": whole, "since the last load": TURNS - whole}
     assert_same_runs(plain, lean)
     assert_lean_loads(lean)
     for tag in WRITES:

@@ -6,7 +6,7 @@ use super::{Carry, Memo, Value};
 use crate::core::event::{EventView, Sym};
 use crate::core::guarded;
 use crate::core::index::copy_spans;
-use crate::core::lean::{decide, Dropped, Facts, Settings, Turn};
+use crate::core::lean::{decide_grown, Dropped, Facts, Settings, Turn};
 use crate::py::error::Extracted;
 use crate::py::index::load::{memo_index, new_items, Loaded};
 use crate::py::index::registry::remembered;
@@ -158,28 +158,28 @@ fn extend(
     for obj in &objects {
         facts.push(read_facts(obj, &mut t.interner, &mut refs).ok()?);
     }
-    // The tail's spans index the index's own arena.
+    // The tail's spans index the index's own arena; pushed, they index the
+    // decision's own.
     let arena = t.core.arena();
     let lean = &mut memo.value;
-    if !lean.dropped.admits(&views, &facts, (arena, &refs), turn) {
-        return None;
-    }
     for (view, f) in views.iter().zip(&facts) {
         lean.push(view, arena, f, &refs);
     }
     lean.kept
         .extend((known..known + objects.len()).map(|i| i as u32));
-    let (keep, dropped) = guarded(|| {
-        Ok(decide(
+    let mut dropped = std::mem::take(&mut lean.dropped);
+    let keep = guarded(|| {
+        Ok(decide_grown(
             &lean.views,
             &lean.facts,
-            &lean.ids,
-            &lean.refs,
+            (&lean.ids, &lean.refs),
+            objects.len(),
+            &mut dropped,
             &settings,
             turn,
         ))
     })
-    .ok()?;
+    .ok()??;
     let positions: Vec<usize> = keep.iter().map(|&k| lean.kept[k] as usize).collect();
     let mut next = Lean {
         settings,
@@ -188,9 +188,8 @@ fn extend(
         ids: Vec::new(),
         facts: Vec::new(),
         refs: Vec::new(),
-        dropped: std::mem::take(&mut lean.dropped),
+        dropped,
     };
-    next.dropped.merge(dropped);
     for &k in &keep {
         next.push(&lean.views[k], &lean.ids, &lean.facts[k], &lean.refs);
     }
