@@ -53,6 +53,7 @@ def _chunks(wanted: Sequence[Any], listed: int) -> list[list[Any]]:
         return [[]]
     return [list(wanted[i : i + CHUNK]) for i in range(0, len(wanted), CHUNK)]
 
+
 #: How lean loads listed the session's rows: `"since the last load"` or
 #: `"whole"` (the first load of a session in a process, or one whose rows
 #: before the last load's newest stamp changed).
