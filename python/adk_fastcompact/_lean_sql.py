@@ -118,6 +118,12 @@ _SQLITE_ORDER = " ORDER BY timestamp DESC, rowid DESC"
 _SQLITE_LIST = "SELECT id, invocation_id, timestamp, rowid FROM events" + _SQLITE_SESSION
 _SQLITE_COUNT = "SELECT count(*) FROM events" + _SQLITE_SESSION
 _SQLITE_ROWS = "SELECT rowid, id, event_data FROM events" + _SQLITE_SESSION
+#: Rows by rowid, the session's columns checked on them (`+` keeps SQLite
+#: from scanning the session's index for them).
+_SQLITE_ROWIDS = (
+    "SELECT rowid, id, event_data FROM events"
+    " WHERE +app_name=? AND +user_id=? AND +session_id=? AND rowid IN "
+)
 
 
 async def _sqlite_texts(
@@ -129,9 +135,7 @@ async def _sqlite_texts(
     wanted = {rowid: event_id for event_id, rowid in keys}
     found: dict[int, Any] = {}
     for chunk in _chunks(list(wanted), len(listing)):
-        sql = _SQLITE_ROWS
-        if chunk:
-            sql += f" AND rowid IN ({','.join('?' * len(chunk))})"
+        sql = _SQLITE_ROWIDS + f"({','.join('?' * len(chunk))})" if chunk else _SQLITE_ROWS
         for rowid, event_id, text in await db.execute_fetchall(sql, [*params, *chunk]):
             if wanted.get(rowid) == event_id:
                 found[rowid] = text
@@ -177,6 +181,7 @@ async def _sqlite_events(service: Any, session: Any, config: Any) -> list[Any] |
 
     params = (session.app_name, session.user_id, session.id)
     async with service._get_db_connection() as db:
+        await _sqlite_warn_unindexed(db, service)
         listing = await _sqlite_listing(db, service, params)
         if listing is None:
             _fell_back("a row's columns are not google-adk's")
@@ -286,10 +291,50 @@ def taking() -> _Load | None:
     return load
 
 
+#: The columns an index of the events table leads with for a lean load's
+#: queries to read only the session's rows from the last load's newest
+#: stamp on (`adk-fastcompact prepare-store` creates google-adk's own).
+LEAD = ("app_name", "user_id", "session_id", "timestamp")
+
+
+def _say_unindexed(store: str) -> None:
+    logger.warning(
+        "adk_fastcompact: the events table of %s has no index on"
+        " (app_name, user_id, session_id, timestamp): each lean load reads all"
+        " of the session's rows; `adk-fastcompact prepare-store STORE` creates"
+        " google-adk's own index",
+        store,
+    )
+
+
+async def _sqlite_warn_unindexed(db: Any, service: Any) -> None:
+    """Logs once per `SqliteSessionService` file that its events table has
+    no index leading with `LEAD` (its primary key leads with the session
+    only)."""
+    store = str(getattr(service, "_db_path", service))
+    if store in _indexed:
+        return
+    _indexed.add(store)
+    try:
+        for index in await db.execute_fetchall("PRAGMA index_list(events)"):
+            info = await db.execute_fetchall(f"PRAGMA index_info({_quoted(index[1])})")
+            # (seqno, cid, name) per column.
+            columns = [tuple(column) for column in info]
+            if tuple(c[2] for c in sorted(columns))[: len(LEAD)] == LEAD:
+                return
+    except Exception as error:  # a look at the catalog must not fail a load
+        logger.info("adk_fastcompact: the events table's indexes not read: %s", error)
+        return
+    _say_unindexed(store)
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
 def _warn_unindexed(state: Any) -> None:
     """Logs once per database that its events table has no index leading
-    with the session's key (each lean load then scans other sessions'
-    rows; `adk-fastcompact prepare-store URL` makes it)."""
+    with `LEAD`."""
     try:
         connection = state.session.connection()
         url = connection.engine.url.render_as_string(hide_password=True)
@@ -297,27 +342,20 @@ def _warn_unindexed(state: Any) -> None:
             return
         _indexed.add(url)
         if not session_indexed(connection):
-            logger.warning(
-                "adk_fastcompact: the events table of %s has no index on"
-                " (app_name, user_id, session_id, timestamp): each lean load scans"
-                " the whole table; `adk-fastcompact prepare-store URL` creates"
-                " google-adk's own index",
-                url,
-            )
+            _say_unindexed(url)
     except Exception as error:  # a look at the catalog must not fail a load
         logger.info("adk_fastcompact: the events table's indexes not read: %s", error)
 
 
 def session_indexed(connection: Any) -> bool:
     """Whether the `events` table has an index (or primary key) leading with
-    `(app_name, user_id, session_id)`."""
+    `LEAD`."""
     from sqlalchemy import inspect
 
-    lead = ["app_name", "user_id", "session_id"]
     inspector = inspect(connection)
     keys = [inspector.get_pk_constraint("events").get("constrained_columns") or []]
     keys += [ix.get("column_names") or [] for ix in inspector.get_indexes("events")]
-    return any(list(k[:3]) == lead for k in keys)
+    return any(tuple(k[: len(LEAD)]) == LEAD for k in keys)
 
 
 def database_rows(

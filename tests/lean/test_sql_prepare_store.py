@@ -2,9 +2,11 @@
 index.
 
 google-adk's `DatabaseSessionService` creates its per-session index
-(`idx_events_app_user_session_ts_id`) when it prepares its tables, and
-`SqliteSessionService`'s primary key leads with the session's key; a
-database whose events table has neither (the index dropped here after the
+(`idx_events_app_user_session_ts_id`) when it prepares its tables;
+`SqliteSessionService`'s files have only a primary key leading with the
+session's key (not its timestamps). A store whose events table has no
+index leading with (app_name, user_id, session_id, timestamp) (a
+SqliteSessionService file, a database whose index was dropped after the
 service prepared its tables) is named once in the log by the first lean
 load, and `prepare-store` creates google-adk's own index there, explicitly
 (`--check` only says).
@@ -59,20 +61,56 @@ def _filled() -> Any:
     return _lean.for_run(runner, None, None, None).get_session_config
 
 
-def test_a_sqlite_service_file_is_indexed_by_its_primary_key(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+def test_a_sqlite_service_file_is_said_once_and_indexed_by_prepare_store(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:
     db = tmp_path / "sqlite.db"
 
     async def write() -> None:
         await _session(SqliteSessionService(str(db)))
 
+    async def load_twice() -> list[int]:
+        service = SqliteSessionService(str(db))
+        counts = []
+        for _ in range(2):
+            session = await service.get_session(
+                app_name="app", user_id="u", session_id="s", config=_filled()
+            )
+            counts.append(len(session.events))  # type: ignore[union-attr]
+        return counts
+
     asyncio.run(write())
+    _lean_sql._indexed.clear()
+    assert adk_fastcompact.install(loading="lean") is True
+    try:
+        with caplog.at_level("WARNING", logger="adk_fastcompact"):
+            assert asyncio.run(load_twice()) == [1, 1]
+    finally:
+        adk_fastcompact.uninstall()
+    said = [r for r in caplog.records if "has no index on" in r.getMessage()]
+    assert len(said) == 1
+    assert "prepare-store" in said[0].getMessage()
     before = _indexes(db)
-    assert main(["prepare-store", str(db)]) == 0
-    assert main(["prepare-store", f"sqlite:///{db}", "--check"]) == 0
-    assert "indexed by session already" in capsys.readouterr().out
+    assert INDEX not in before
+    capsys.readouterr()
+    assert main(["prepare-store", f"sqlite:///{db}", "--check"]) == 1
+    assert "no index leading with" in capsys.readouterr().out
     assert _indexes(db) == before
+    assert main(["prepare-store", str(db)]) == 0
+    assert f"created {INDEX}" in capsys.readouterr().out
+    assert _indexes(db) == sorted([*before, INDEX])
+    assert main(["prepare-store", f"sqlite:///{db}", "--check"]) == 0
+    assert "indexed by session and timestamp already" in capsys.readouterr().out
+    # Prepared, a lean load says nothing.
+    _lean_sql._indexed.clear()
+    caplog.clear()
+    assert adk_fastcompact.install(loading="lean") is True
+    try:
+        with caplog.at_level("WARNING", logger="adk_fastcompact"):
+            assert asyncio.run(load_twice()) == [1, 1]
+    finally:
+        adk_fastcompact.uninstall()
+    assert not [r for r in caplog.records if "has no index on" in r.getMessage()]
 
 
 def test_a_missing_index_is_said_once_and_made_by_prepare_store(
@@ -127,7 +165,7 @@ def test_a_missing_index_is_said_once_and_made_by_prepare_store(
     assert f"created {INDEX}" in capsys.readouterr().out
     assert INDEX in _indexes(db)
     assert main(["prepare-store", str(db)]) == 0
-    assert "indexed by session already" in capsys.readouterr().out
+    assert "indexed by session and timestamp already" in capsys.readouterr().out
 
 
 def test_what_is_no_store_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -24,10 +24,10 @@ def store_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="index a session store's events by session for lean loading",
         description=(
             "Make sure a session store's events table has an index leading with "
-            "(app_name, user_id, session_id), so that a lean load's queries read only "
-            "the session's rows. SqliteSessionService's primary key is such an index, "
-            "and google-adk 2.13's DatabaseSessionService creates "
-            f"{INDEX} itself; where neither is there, this creates google-adk's own "
+            "(app_name, user_id, session_id, timestamp), so that a lean load's queries "
+            "read only the session's rows since its last load. google-adk 2.13's "
+            f"DatabaseSessionService creates {INDEX} itself; where it is not there "
+            "(SqliteSessionService's files, older stores), this creates google-adk's own "
             f"{INDEX} on (app_name, user_id, session_id, timestamp DESC, id DESC). "
             "Nothing else is changed. Exit status: 0 when the index is there (or was "
             "made), 1 with --check when it is not, 2 when the store cannot be read."
@@ -81,9 +81,11 @@ def _prepare(connection: Any, check: bool) -> tuple[int, str]:
     if not inspector.has_table("events"):
         return 2, "no events table: not a google-adk session store"
     if session_indexed(connection):
-        return 0, "the events table is indexed by session already"
+        return 0, "the events table is indexed by session and timestamp already"
     if check:
-        return 1, "the events table has no index leading with (app_name, user_id, session_id)"
+        return 1, (
+            "the events table has no index leading with (app_name, user_id, session_id, timestamp)"
+        )
     table: Any = v1.StorageEvent.__table__
     index = next(ix for ix in table.indexes if ix.name == INDEX)
     index.create(bind=connection, checkfirst=True)
@@ -99,6 +101,18 @@ async def _run(url: str, check: bool) -> tuple[int, str]:
             return await connection.run_sync(_prepare, check)
     finally:
         await engine.dispose()
+
+
+async def prepare_store(store: str) -> str:
+    """Prepares `store` (as `prepare-store STORE` does); what it did.
+
+    Raises:
+      ValueError: The store is not a google-adk session store.
+    """
+    status, message = await _run(_url(store), check=False)
+    if status:
+        raise ValueError(f"{store}: {message}")
+    return message
 
 
 def run_prepare_store(args: argparse.Namespace) -> int:

@@ -12,7 +12,11 @@ opened (`open_service`) in the bench's process or in one of its own:
   dicts (sessions, user and app state); the side's process unpickles them
   into a service of its own;
 * ``sqlite``: `SqliteSessionService` on a file, copied with SQLite's backup
-  API (a consistent file copy) after the growth service is closed;
+  API (a consistent file copy) after the growth service is closed; the file
+  is prepared as `adk-fastcompact prepare-store` prepares one (google-adk's
+  own index on the events' session and timestamp, which lean loading's
+  docs ask for; google-adk's queries use it as well), so both sides run on
+  the same file;
 * ``database``: `DatabaseSessionService` on ``sqlite+aiosqlite:///FILE``,
   copied the same way;
 * ``postgres``: `DatabaseSessionService` on a PostgreSQL URL
@@ -189,6 +193,10 @@ class Store:
         finally:
             if self.kind != "memory":
                 await close_service(service)
+        if self.kind == "sqlite":
+            from .cli_store import prepare_store
+
+            await prepare_store(str(self._file("grown")))
 
     async def copy(self) -> Copy:
         """A copy of the store as grown so far, for one side."""
