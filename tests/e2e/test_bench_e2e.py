@@ -39,6 +39,7 @@ def _check_row(
 ) -> None:
     assert row["regime"] == "e2e"
     assert row["loading"] == loading
+    assert row["compaction"] == "both"
     assert row["service"] == service
     assert row["placement"] == placement
     assert row["gc"] == gc_mode
@@ -272,6 +273,7 @@ def test_the_table_says_where_the_sides_ran_and_the_collector(
         (["--e2e-placement", "elsewhere"], "own,shared"),
         (["--e2e-gc", "sometimes"], "invalid choice"),
         (["--loading", "half"], "full,lean"),
+        (["--e2e-compaction", "window"], "invalid choice"),
     ],
 )
 def test_the_cli_refuses_unknown_placements_and_collectors(
@@ -288,6 +290,28 @@ def test_run_e2e_refuses_unknown_placements_and_collectors() -> None:
         _e2e.run_e2e([SIZE], ["memory"], placements=["elsewhere"])
     with pytest.raises(ValueError, match="collector"):
         _e2e.run_e2e([SIZE], ["memory"], gc_mode="sometimes")
+    with pytest.raises(ValueError, match="compaction"):
+        _e2e.run_e2e([SIZE], ["memory"], compaction="window")
+
+
+def test_the_token_threshold_alone(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--e2e-compaction token``: the app compacts by the token threshold
+    alone (no sliding window), both sides, and the rows and the table say so."""
+    app, _ = _e2e_app.build_app(0, "token")
+    config = app.events_compaction_config
+    assert config is not None and config.token_threshold == _e2e_app.TOKEN_THRESHOLD
+    assert config.compaction_interval is None and config.overlap_size is None
+    size = 400  # the first token-threshold compactions fall before it
+    argv = ["bench", "--regimes", "e2e", "--sizes", str(size), "--services", "memory"]
+    argv += ["--e2e-turns", "1", "--e2e-warmup", "0", "--e2e-placement", "shared"]
+    argv += ["--loading", "lean", "--e2e-compaction", "token", "--json"]
+    assert _cli.main(argv) == 0
+    (row,) = json.loads(capsys.readouterr().out)["e2e"]
+    assert row["compaction"] == "token" and row["loading"] == "lean"
+    assert row["events"] >= size and row["compactions"] > 0
+    argv.remove("--json")
+    assert _cli.main(argv) == 0
+    assert "token threshold alone" in capsys.readouterr().out
 
 
 def test_the_cli_refuses_postgres_without_a_url(

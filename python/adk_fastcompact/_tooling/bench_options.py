@@ -110,6 +110,17 @@ E2E_LOADINGS: tuple[str, ...] = ("full", "lean")
 session (`install()`), or only the events the turn reads
 (`install(loading="lean")`, docs/lean-loading.md)."""
 
+E2E_COMPACTIONS: tuple[str, ...] = ("both", "token")
+"""The e2e app's compaction: both strategies in one `EventsCompactionConfig`
+(sliding window and token threshold, the default), or the token threshold
+alone. With both, google-adk keeps every summary no later one subsumes in
+the prompt, so the prompt (and a lean load) grows with the session; with
+the token threshold alone each compaction seeds from the last, so the
+prompt stays bounded at any length (docs/performance.md)."""
+
+E2E_DEFAULT_COMPACTION = "both"
+"""The e2e app's compaction by default."""
+
 SERVICES: tuple[str, ...] = ("memory", "sqlite", "database", "postgres")
 """Every session service the e2e regime knows, in report order."""
 

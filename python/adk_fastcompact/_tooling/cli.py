@@ -40,7 +40,9 @@ from .bench_options import (
     DEFAULT_SIZES,
     DEFAULT_TURNS,
     E2E_COLLECTOR_MODES,
+    E2E_COMPACTIONS,
     E2E_DEFAULT_COLLECTOR,
+    E2E_DEFAULT_COMPACTION,
     E2E_DEFAULT_SIZES,
     E2E_DEFAULT_TURNS,
     E2E_DEFAULT_WARMUP,
@@ -226,6 +228,16 @@ def _parser(prog: str = PROG) -> argparse.ArgumentParser:
         help=(
             "the cyclic garbage collector during the timed turns: on, as apps run, or "
             f"off after a gc.collect() before each turn (default: {E2E_DEFAULT_COLLECTOR})"
+        ),
+    )
+    e2e_group.add_argument(
+        "--e2e-compaction",
+        choices=E2E_COMPACTIONS,
+        default=E2E_DEFAULT_COMPACTION,
+        help=(
+            "the app's compaction: both strategies (sliding window and token threshold; "
+            "the prompt keeps every summary, so it grows with the session) or the token "
+            f"threshold alone (a bounded prompt) (default: {E2E_DEFAULT_COMPACTION})"
         ),
     )
     bench.add_argument(
@@ -428,6 +440,7 @@ def _bench(args: argparse.Namespace) -> int:
                 args.e2e_placement,
                 args.e2e_gc,
                 args.loading,
+                args.e2e_compaction,
             )
     except ValueError as error:
         error_line(stderr, str(error))
@@ -509,6 +522,7 @@ def _bench(args: argparse.Namespace) -> int:
                     placements=args.e2e_placement,
                     gc_mode=args.e2e_gc,
                     loadings=args.loading,
+                    compaction=args.e2e_compaction,
                     progress=progress,
                 )
                 if run_e2e

@@ -90,7 +90,9 @@ from google.adk.sessions.session import Session
 
 from .. import _lean, _native, _patch
 from .bench_options import E2E_COLLECTOR_MODES as COLLECTOR_MODES
+from .bench_options import E2E_COMPACTIONS as COMPACTIONS
 from .bench_options import E2E_DEFAULT_COLLECTOR as DEFAULT_COLLECTOR
+from .bench_options import E2E_DEFAULT_COMPACTION as DEFAULT_COMPACTION
 from .bench_options import E2E_DEFAULT_SIZES as DEFAULT_SIZES
 from .bench_options import E2E_DEFAULT_TURNS as DEFAULT_TURNS
 from .bench_options import E2E_DEFAULT_WARMUP as DEFAULT_WARMUP
@@ -123,6 +125,8 @@ class E2ERow(TypedDict):
     gc: str
     #: What adk-fastcompact's side loaded per turn (`LOADINGS`).
     loading: str
+    #: The app's compaction (`COMPACTIONS`).
+    compaction: str
     #: Events in the session when the timed turns began (after the warm-ups).
     events: int
     #: Compaction events among them.
@@ -168,7 +172,10 @@ class Snapshot(NamedTuple):
 
 
 async def grow(
-    sizes: Sequence[int], seed: int, on_turn: Callable[[int], None] | None = None
+    sizes: Sequence[int],
+    seed: int,
+    on_turn: Callable[[int], None] | None = None,
+    compaction: str = DEFAULT_COMPACTION,
 ) -> tuple[list[Event], dict[int, Snapshot]]:
     """Grows the session by real turns to every size (see the module docstring)."""
     was = _patch.installed()
@@ -178,7 +185,7 @@ async def grow(
     _patch.install("parity", strict=True, loading="lean")
     try:
         service = GrowthService()
-        runner, llm = build_runner(service, seed)
+        runner, llm = build_runner(service, seed, compaction)
         await service.create_session(app_name=APP_NAME, user_id=USER_ID, session_id=SESSION_ID)
         events = service.sessions[APP_NAME][USER_ID][SESSION_ID].events
         script = Script(seed)
@@ -230,6 +237,7 @@ async def measure(
     placement: str = "shared",
     gc_mode: str = DEFAULT_COLLECTOR,
     loading: str = "full",
+    compaction: str = DEFAULT_COMPACTION,
     on_turn: Callable[[], None] | None = None,
 ) -> E2ERow:
     """Times `turns` whole turns per side on copies of `store` (grown to
@@ -247,9 +255,9 @@ async def measure(
         for mode in (None, fast):
             copies.append(await store.copy())
             if placement == "own":
-                sides.append(SideProcess(mode, copies[-1], seed, gc_mode))
+                sides.append(SideProcess(mode, copies[-1], seed, gc_mode, compaction))
             else:
-                sides.append(Side(mode, copies[-1], seed, gc_mode))
+                sides.append(Side(mode, copies[-1], seed, gc_mode, compaction))
         if placement == "shared":
             gc.collect()  # the setup's garbage (the side processes collect theirs)
         for index in range(warmup + turns):
@@ -289,6 +297,7 @@ async def measure(
         placement=placement,
         gc=gc_mode,
         loading=loading,
+        compaction=compaction,
         events=events,
         compactions=compactions,
         turns=turns,
@@ -343,6 +352,7 @@ def check_selection(
     placements: Iterable[str] = PLACEMENTS,
     gc_mode: str = DEFAULT_COLLECTOR,
     loadings: Iterable[str] = LOADINGS,
+    compaction: str = DEFAULT_COMPACTION,
 ) -> None:
     """Raises ValueError on arguments `run_e2e` would refuse."""
     sizes, services, placements = list(sizes), list(services), list(placements)
@@ -366,6 +376,8 @@ def check_selection(
     loadings = list(loadings)
     if not loadings or any(loading not in LOADINGS for loading in loadings):
         raise ValueError(f"loadings must be some of {', '.join(LOADINGS)}; got {loadings}")
+    if compaction not in COMPACTIONS:
+        raise ValueError(f"compaction must be one of {', '.join(COMPACTIONS)}: {compaction!r}")
 
 
 def run_e2e(
@@ -379,6 +391,7 @@ def run_e2e(
     placements: Iterable[str] = PLACEMENTS,
     gc_mode: str = DEFAULT_COLLECTOR,
     loadings: Iterable[str] = LOADINGS,
+    compaction: str = DEFAULT_COMPACTION,
     progress: Callable[[int, int, str], None] | None = None,
 ) -> list[E2ERow]:
     """Runs the e2e regime; one row per size, service and placement, in
@@ -399,6 +412,7 @@ def run_e2e(
             during the turns.
         loadings: Some of `LOADINGS`: what adk-fastcompact's side loads
             per turn, one row each.
+        compaction: One of `COMPACTIONS`: the app's compaction.
         progress: Called as ``progress(completed, total, description)``.
 
     Raises:
@@ -410,13 +424,25 @@ def run_e2e(
     chosen = list(dict.fromkeys(services)) if services is not None else default_services(url)[0]
     placements = list(dict.fromkeys(placements))
     loadings = [loading for loading in LOADINGS if loading in set(loadings)] or list(loadings)
-    check_selection(sizes, chosen, url, turns, warmup, placements, gc_mode, loadings)
+    check_selection(sizes, chosen, url, turns, warmup, placements, gc_mode, loadings, compaction)
     chosen = [name for name in SERVICES if name in chosen]
     placed = [placement for placement in PLACEMENTS if placement in placements]
     was = _patch.installed()
     try:
         return asyncio.run(
-            _run(sizes, chosen, url, turns, warmup, seed, placed, gc_mode, loadings, progress)
+            _run(
+                sizes,
+                chosen,
+                url,
+                turns,
+                warmup,
+                seed,
+                placed,
+                gc_mode,
+                loadings,
+                compaction,
+                progress,
+            )
         )
     finally:
         _patch.uninstall()
@@ -434,6 +460,7 @@ async def _run(
     placements: list[str],
     gc_mode: str,
     loadings: list[str],
+    compaction: str,
     progress: Callable[[int, int, str], None] | None,
 ) -> list[E2ERow]:
     cases = [(placement, loading) for loading in loadings for placement in placements]
@@ -461,7 +488,7 @@ async def _run(
         grown = min(events, max(sizes))
 
     step(0, growing)
-    events, snapshots = await grow(sizes, seed, grew)
+    events, snapshots = await grow(sizes, seed, grew, compaction)
     _native.index_clear()
     stores = [Store(kind, url) for kind in services]
     rows: list[E2ERow] = []
@@ -488,6 +515,7 @@ async def _run(
                             placement=placement,
                             gc_mode=gc_mode,
                             loading=loading,
+                            compaction=compaction,
                             on_turn=step,
                         )
                     )
@@ -499,6 +527,11 @@ async def _run(
             await store.close()
     return rows
 
+
+_COMPACTED = {
+    "both": "sliding window and token threshold",
+    "token": "token threshold alone",
+}
 
 _PLACED = {"own": "each side in its own process", "shared": "both sides in this process"}
 
@@ -526,10 +559,12 @@ def e2e_table(rows: Sequence[E2ERow]) -> Table:
     from rich.table import Table
 
     collectors = sorted({row["gc"] for row in rows})
+    compactions = sorted({_COMPACTED[row.get("compaction", DEFAULT_COMPACTION)] for row in rows})
     table = Table(
         title=(
             "whole Runner.run_async turns: plain google-adk vs adk-fastcompact, "
-            f"garbage collector {'/'.join(collectors)} during the turns"
+            f"garbage collector {'/'.join(collectors)} during the turns, "
+            f"{' / '.join(compactions)}"
         ),
         caption=(
             "median ms per turn over the timed turns; process: each side in its own "

@@ -15,8 +15,9 @@ like, on google-adk's real `Runner` and `LlmAgent`:
   parallel calls;
 * both compaction strategies configured in one `EventsCompactionConfig`:
   sliding window (`compaction_interval=3`, `overlap_size=1`) and token
-  threshold (`TOKEN_THRESHOLD`, `EVENT_RETENTION_SIZE`), with
-  `SummaryWriter`, an instant summarizer writing a 400-character summary.
+  threshold (`TOKEN_THRESHOLD`, `EVENT_RETENTION_SIZE`), or the token
+  threshold alone (``compaction="token"``), with `SummaryWriter`, an
+  instant summarizer writing a 400-character summary.
 
 `Split` times where a turn goes by wrapping the functions as google-adk calls
 them (`instrument`): the session service's `get_session` and `append_event`
@@ -57,6 +58,7 @@ from google.genai import types
 from pydantic import PrivateAttr
 
 from .. import _patch, _reference
+from .bench_options import E2E_COMPACTIONS
 from .sessions import AGENT_NAME, COMPACTION_INTERVAL, OVERLAP_SIZE, _words
 from .simulate import InstantSummarizer, ScriptedLlm, quiet, summary_event, timed
 
@@ -237,8 +239,12 @@ class SummaryWriter(InstantSummarizer):
         return summary_event(events, text, SUMMARY_CHARS // 4)
 
 
-def build_app(seed: int = 0) -> tuple[App, RecordingLlm]:
-    """The app and its model (a new one per call: each side has its own)."""
+def build_app(seed: int = 0, compaction: str = "both") -> tuple[App, RecordingLlm]:
+    """The app and its model (a new one per call: each side has its own);
+    `compaction` is one of `bench_options.E2E_COMPACTIONS`."""
+    if compaction not in E2E_COMPACTIONS:
+        raise ValueError(f"compaction must be one of {', '.join(E2E_COMPACTIONS)}: {compaction!r}")
+    window = compaction == "both"
     llm = RecordingLlm()
     summarizer: SummaryWriter = quiet(lambda: SummaryWriter(seed))
     agent = LlmAgent(
@@ -249,8 +255,8 @@ def build_app(seed: int = 0) -> tuple[App, RecordingLlm]:
     )
     config = quiet(
         lambda: EventsCompactionConfig(
-            compaction_interval=COMPACTION_INTERVAL,
-            overlap_size=OVERLAP_SIZE,
+            compaction_interval=COMPACTION_INTERVAL if window else None,
+            overlap_size=OVERLAP_SIZE if window else None,
             token_threshold=TOKEN_THRESHOLD,
             event_retention_size=EVENT_RETENTION_SIZE,
             summarizer=summarizer,
@@ -260,9 +266,11 @@ def build_app(seed: int = 0) -> tuple[App, RecordingLlm]:
     return app, llm
 
 
-def build_runner(service: BaseSessionService, seed: int = 0) -> tuple[Runner, RecordingLlm]:
+def build_runner(
+    service: BaseSessionService, seed: int = 0, compaction: str = "both"
+) -> tuple[Runner, RecordingLlm]:
     """A Runner of the app on `service`, and its model."""
-    app, llm = build_app(seed)
+    app, llm = build_app(seed, compaction)
     return Runner(app=app, session_service=service), llm
 
 

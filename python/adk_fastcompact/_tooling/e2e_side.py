@@ -108,11 +108,13 @@ def collector(mode: str) -> Iterator[None]:
 class Side:
     """One side's service, Runner and model, in this process."""
 
-    def __init__(self, mode: str | None, store: Copy, seed: int, gc_mode: str) -> None:
+    def __init__(
+        self, mode: str | None, store: Copy, seed: int, gc_mode: str, compaction: str = "both"
+    ) -> None:
         self.mode = mode
         self.gc_mode = gc_mode
         self.service = open_service(store)
-        self.runner, self.llm = build_runner(self.service, seed)
+        self.runner, self.llm = build_runner(self.service, seed, compaction)
         self.split = Split()
 
     async def turn(self, turn: Turn) -> TurnResult:
@@ -156,11 +158,18 @@ class Side:
 # -- a side in a process of its own ---------------------------------------------------
 
 
-def serve(connection: Connection, store: Copy, mode: str | None, seed: int, gc_mode: str) -> None:
+def serve(
+    connection: Connection,
+    store: Copy,
+    mode: str | None,
+    seed: int,
+    gc_mode: str,
+    compaction: str = "both",
+) -> None:
     """A side's process: answers the bench's requests on `connection`
     (``("turn", Turn)``, ``("stored",)``, ``("stop",)``) until it stops."""
     try:
-        asyncio.run(_serve(connection, store, mode, seed, gc_mode))
+        asyncio.run(_serve(connection, store, mode, seed, gc_mode, compaction))
     except BaseException:  # every failure goes back to the bench, with its traceback
         connection.send(("error", traceback.format_exc()))
     finally:
@@ -168,10 +177,15 @@ def serve(connection: Connection, store: Copy, mode: str | None, seed: int, gc_m
 
 
 async def _serve(
-    connection: Connection, store: Copy, mode: str | None, seed: int, gc_mode: str
+    connection: Connection,
+    store: Copy,
+    mode: str | None,
+    seed: int,
+    gc_mode: str,
+    compaction: str,
 ) -> None:
     switch(mode)
-    side = Side(mode, store, seed, gc_mode)
+    side = Side(mode, store, seed, gc_mode, compaction)
     try:
         # The setup's garbage, as the bench's process collects its own.
         gc.collect()
@@ -193,13 +207,15 @@ class SideProcess:
     """A `Side` in a process of its own, driven from the bench's process
     (the same methods as `Side`)."""
 
-    def __init__(self, mode: str | None, store: Copy, seed: int, gc_mode: str) -> None:
+    def __init__(
+        self, mode: str | None, store: Copy, seed: int, gc_mode: str, compaction: str = "both"
+    ) -> None:
         self.mode = mode
         context = multiprocessing.get_context("spawn")
         self._connection, theirs = context.Pipe()
         self._process = context.Process(
             target=serve,
-            args=(theirs, store, mode, seed, gc_mode),
+            args=(theirs, store, mode, seed, gc_mode, compaction),
             name=f"adk-fastcompact e2e side ({mode or 'google-adk'})",
             daemon=True,
         )
