@@ -307,6 +307,27 @@ def _say_unindexed(store: str) -> None:
     )
 
 
+#: SQLite's catalog queries for `leads`: the events table's indexes (the
+#: primary key's included), then each one's columns.
+SQLITE_INDEXES = "PRAGMA index_list(events)"
+
+
+def sqlite_index_columns(name: str) -> str:
+    """SQLite's catalog query of index `name`'s columns ((seqno, cid, name)
+    rows)."""
+    return "PRAGMA index_info(" + '"' + name.replace('"', '""') + '")'
+
+
+def leads(columns: Sequence[Any]) -> bool:
+    """Whether an index of `columns` (names in key order) leads with `LEAD`."""
+    return tuple(columns[: len(LEAD)]) == LEAD
+
+
+def sqlite_columns(info: Sequence[Any]) -> list[Any]:
+    """The column names of SQLite's `index_info` rows, in key order."""
+    return [column[2] for column in sorted(tuple(column) for column in info)]
+
+
 async def _sqlite_warn_unindexed(db: Any, service: Any) -> None:
     """Logs once per `SqliteSessionService` file that its events table has
     no index leading with `LEAD` (its primary key leads with the session
@@ -316,20 +337,14 @@ async def _sqlite_warn_unindexed(db: Any, service: Any) -> None:
         return
     _indexed.add(store)
     try:
-        for index in await db.execute_fetchall("PRAGMA index_list(events)"):
-            info = await db.execute_fetchall(f"PRAGMA index_info({_quoted(index[1])})")
-            # (seqno, cid, name) per column.
-            columns = [tuple(column) for column in info]
-            if tuple(c[2] for c in sorted(columns))[: len(LEAD)] == LEAD:
+        for index in await db.execute_fetchall(SQLITE_INDEXES):
+            info = await db.execute_fetchall(sqlite_index_columns(index[1]))
+            if leads(sqlite_columns(info)):
                 return
     except Exception as error:  # a look at the catalog must not fail a load
         logger.info("adk_fastcompact: the events table's indexes not read: %s", error)
         return
     _say_unindexed(store)
-
-
-def _quoted(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 def _warn_unindexed(state: Any) -> None:
@@ -355,7 +370,7 @@ def session_indexed(connection: Any) -> bool:
     inspector = inspect(connection)
     keys = [inspector.get_pk_constraint("events").get("constrained_columns") or []]
     keys += [ix.get("column_names") or [] for ix in inspector.get_indexes("events")]
-    return any(tuple(k[: len(LEAD)]) == LEAD for k in keys)
+    return any(leads(k) for k in keys)
 
 
 def database_rows(

@@ -57,6 +57,10 @@ def _check_row(
         assert sum(split[phase] for phase in _e2e_app.PHASES) <= mean
         assert split[_e2e_app.OTHER] >= 0
         assert math.isclose(sum(split.values()), mean)
+        assert row[f"{side}_first_ms"] > 0  # type: ignore[literal-required]
+        rss = row[f"{side}_rss_mib"]  # type: ignore[literal-required]
+        # Linux keeps a resettable peak: every side's turns report theirs.
+        assert rss is not None and rss >= 0
     # Every service's turn loads the session, builds prompts, runs the
     # compaction checks and appends events: each phase was seen (the
     # collector's collections fall where they fall).
@@ -325,3 +329,19 @@ def test_the_cli_refuses_postgres_without_a_url(
 def test_several_sizes_after_one_flag() -> None:
     args = _cli._parser().parse_args(["bench", "--sizes", "2000", "10000,50000"])
     assert [size for sizes in args.sizes for size in sizes] == [2000, 10000, 50000]
+
+
+def test_the_peak_rss_is_a_span_s_own_rise() -> None:
+    """`PeakRss` reports the rise of the resident set during its span, not
+    the process's peak before it: 64 MiB touched inside reads at least
+    that, a span after it frees them reads far less."""
+    blob = b"x" * (128 * 1024 * 1024)  # a peak before any span (every page written)
+    del blob
+    with _e2e_side.PeakRss() as before:
+        pass
+    with _e2e_side.PeakRss() as inside:
+        held = b"x" * (64 * 1024 * 1024)
+    del held
+    assert before.kib is not None and inside.kib is not None
+    assert inside.kib >= 60 * 1024
+    assert before.kib < 16 * 1024

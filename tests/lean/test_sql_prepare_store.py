@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -177,3 +179,37 @@ def test_what_is_no_store_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixt
     assert "not a google-adk session store" in capsys.readouterr().err
     assert main(["prepare-store", "env:ADK_FASTCOMPACT_NO_SUCH_VARIABLE"]) == 2
     assert "is not set" in capsys.readouterr().err
+
+
+def test_the_sqlite_file_index_is_google_adk_s_own() -> None:
+    """The DDL prepare-store runs on a SqliteSessionService file is what
+    SQLAlchemy compiles of google-adk's own index on SQLite."""
+    from adk_fastcompact._tooling.cli_store import SQLITE_INDEX_DDL
+    from google.adk.sessions.schemas import v1
+    from sqlalchemy.dialects import sqlite
+    from sqlalchemy.schema import CreateIndex
+
+    table: Any = v1.StorageEvent.__table__
+    index = next(ix for ix in table.indexes if ix.name == INDEX)
+    compiled = CreateIndex(index, if_not_exists=True).compile(dialect=sqlite.dialect())
+    assert str(compiled).strip() == SQLITE_INDEX_DDL
+
+
+def test_a_sqlite_service_file_is_prepared_without_sqlalchemy(tmp_path: Path) -> None:
+    """google-adk alone installs no SQLAlchemy: prepare-store of a
+    SqliteSessionService file (which the bench runs on its SQLite copy)
+    needs none."""
+    db = tmp_path / "sqlite.db"
+    asyncio.run(_session(SqliteSessionService(str(db))))
+    script = (
+        "import sys, asyncio\n"
+        "sys.modules['sqlalchemy'] = None\n"
+        "from adk_fastcompact._tooling.cli_store import prepare_store\n"
+        "print(asyncio.run(prepare_store(sys.argv[1])))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(db)], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"created {INDEX}" in done.stdout
+    assert INDEX in _indexes(db)

@@ -565,7 +565,7 @@ def _bench(args: argparse.Namespace) -> int:
     stdout = Console()
     if not stdout.is_terminal:
         # A file or a pipe has no width; rich's 80 columns would cut the names.
-        stdout = Console(width=max(stdout.width, 190 if e2e_rows else 120))
+        stdout = Console(width=max(stdout.width, 215 if e2e_rows else 120))
     stdout.print(f"measured: {report.family}")
     if report.rows:
         stdout.print(_table(report.rows))

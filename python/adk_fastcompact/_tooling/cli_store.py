@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import sqlite3
 from typing import Any
 
 from .cli_args import error_line
@@ -16,6 +17,19 @@ ENV_PREFIX = "env:"
 #: (`schemas.v1.StorageEvent`), created where an events table has no index
 #: leading with the session's key.
 INDEX = "idx_events_app_user_session_ts_id"
+
+#: That index's DDL on SQLite, for a SqliteSessionService file, which
+#: google-adk alone (no SQLAlchemy) writes: what SQLAlchemy compiles of
+#: google-adk's `Index` (tests/lean/test_sql_prepare_store.py compares).
+SQLITE_INDEX_DDL = (
+    f"CREATE INDEX IF NOT EXISTS {INDEX} ON events "
+    "(app_name, user_id, session_id, timestamp DESC, id DESC)"
+)
+
+_NO_EVENTS = "no events table: not a google-adk session store"
+_UNINDEXED = "the events table has no index leading with (app_name, user_id, session_id, timestamp)"
+_INDEXED = "the events table is indexed by session and timestamp already"
+_CREATED = f"created {INDEX} on events (app_name, user_id, session_id, timestamp, id)"
 
 
 def store_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -50,6 +64,7 @@ def store_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def _url(spec: str) -> str:
+    """The store `spec` names: a SQLAlchemy URL, or the path of a file."""
     if spec.startswith(ENV_PREFIX):
         name = spec[len(ENV_PREFIX) :]
         value = os.environ.get(name)
@@ -66,7 +81,30 @@ def _url(spec: str) -> str:
         return url.render_as_string(hide_password=False)
     if not os.path.isfile(spec):
         raise ValueError("no such file")
-    return f"sqlite+aiosqlite:///{spec}"
+    return spec
+
+
+def _prepare_file(path: str, check: bool) -> tuple[int, str]:
+    """`_prepare` of a SQLite file, by the standard library's `sqlite3`
+    (a SqliteSessionService file needs no SQLAlchemy)."""
+    from contextlib import closing
+
+    from .._lean_sql import SQLITE_INDEXES, leads, sqlite_columns, sqlite_index_columns
+
+    with closing(sqlite3.connect(f"file:{path}?mode=rw", uri=True)) as db:
+        found = db.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'events'"
+        ).fetchone()
+        if found is None:
+            return 2, _NO_EVENTS
+        for index in db.execute(SQLITE_INDEXES).fetchall():
+            if leads(sqlite_columns(db.execute(sqlite_index_columns(index[1])).fetchall())):
+                return 0, _INDEXED
+        if check:
+            return 1, _UNINDEXED
+        with db:
+            db.execute(SQLITE_INDEX_DDL)
+    return 0, _CREATED
 
 
 def _prepare(connection: Any, check: bool) -> tuple[int, str]:
@@ -79,20 +117,20 @@ def _prepare(connection: Any, check: bool) -> tuple[int, str]:
 
     inspector = inspect(connection)
     if not inspector.has_table("events"):
-        return 2, "no events table: not a google-adk session store"
+        return 2, _NO_EVENTS
     if session_indexed(connection):
-        return 0, "the events table is indexed by session and timestamp already"
+        return 0, _INDEXED
     if check:
-        return 1, (
-            "the events table has no index leading with (app_name, user_id, session_id, timestamp)"
-        )
+        return 1, _UNINDEXED
     table: Any = v1.StorageEvent.__table__
     index = next(ix for ix in table.indexes if ix.name == INDEX)
     index.create(bind=connection, checkfirst=True)
-    return 0, f"created {INDEX} on events (app_name, user_id, session_id, timestamp, id)"
+    return 0, _CREATED
 
 
 async def _run(url: str, check: bool) -> tuple[int, str]:
+    if "://" not in url:
+        return _prepare_file(url, check)
     from sqlalchemy.ext.asyncio import create_async_engine
 
     engine = create_async_engine(url)

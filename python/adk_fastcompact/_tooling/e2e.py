@@ -142,6 +142,17 @@ class E2ERow(TypedDict):
     rust_split_ms: dict[str, float]
     python_mean_ms: float
     rust_mean_ms: float
+    #: Wall milliseconds of each side's first turn on its copy of the store
+    #: (the first warm-up turn; in ``own`` the first turn of a fresh
+    #: process, before any row memo, index or lean decision exists).
+    python_first_ms: float
+    rust_first_ms: float
+    #: MiB the side's process's resident set rose above its size at a timed
+    #: turn's start, at its highest, over the timed turns (None where the
+    #: kernel keeps no resettable peak; see `e2e_side.PeakRss`). In
+    #: ``shared`` both sides are one process: each turn's own rise.
+    python_rss_mib: float | None
+    rust_rss_mib: float | None
     declines: int
     decline_reasons: dict[str, int]
 
@@ -214,11 +225,23 @@ class _Timings:
     turn_s: list[float] = field(default_factory=list)
     phases: list[dict[str, float]] = field(default_factory=list)
     declines: Counter[str] = field(default_factory=Counter)
+    rss_kib: list[int | None] = field(default_factory=list)
+    #: The side's first turn, warm-up or timed.
+    first_s: float | None = None
+
+    def saw(self, result: TurnResult) -> None:
+        if self.first_s is None:
+            self.first_s = result.wall
 
     def add(self, result: TurnResult) -> None:
         self.turn_s.append(result.wall)
         self.phases.append(result.phases)
         self.declines.update(result.declines)
+        self.rss_kib.append(result.rss_kib)
+
+    def rss_mib(self) -> float | None:
+        known = [kib for kib in self.rss_kib if kib is not None]
+        return max(known) / 1024 if known and len(known) == len(self.rss_kib) else None
 
     def split_ms(self) -> tuple[dict[str, float], float]:
         mean = statistics.mean(self.turn_s) * 1e3
@@ -268,6 +291,7 @@ async def measure(
             for side in sides if index % 2 == 0 else reversed(sides):
                 result = await side.turn(turn)
                 requests[side.mode] = result.requests
+                timings[side.mode].saw(result)
                 if index >= warmup:
                     timings[side.mode].add(result)
                 if on_turn is not None:
@@ -308,6 +332,10 @@ async def measure(
         rust_split_ms=rust_split,
         python_mean_ms=python_mean,
         rust_mean_ms=rust_mean,
+        python_first_ms=(python.first_s or 0.0) * 1e3,
+        rust_first_ms=(rust.first_s or 0.0) * 1e3,
+        python_rss_mib=python.rss_mib(),
+        rust_rss_mib=rust.rss_mib(),
         declines=sum(rust.declines.values()),
         decline_reasons={reason: rust.declines[reason] for reason in sorted(rust.declines)},
     )
@@ -554,6 +582,10 @@ def _ms(value: float) -> str:
     return f"{value:,.1f}" if value >= 10 else f"{value:,.2f}"
 
 
+def _mib(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.1f}"
+
+
 def e2e_table(rows: Sequence[E2ERow]) -> Table:
     """The rows as a rich table: a line per side, the split beside."""
     from rich.table import Table
@@ -571,7 +603,9 @@ def e2e_table(rows: Sequence[E2ERow]) -> Table:
             "process, or both in one (shared); the split is the mean ms per turn "
             "in the service's get_session (load/copy), google-adk's _get_contents (prompt), "
             "the compaction entry points, the service's append_event, the garbage "
-            "collector's collections, and the rest"
+            "collector's collections, and the rest; 1st turn: the side's first turn on "
+            "its copy of the store (in a fresh process where each side has its own); "
+            "peak MiB: the most the resident set rose during a timed turn"
         ),
     )
     for name, justify in (
@@ -588,6 +622,8 @@ def e2e_table(rows: Sequence[E2ERow]) -> Table:
         ("append_event", "right"),
         ("gc", "right"),
         ("other", "right"),
+        ("1st turn", "right"),
+        ("peak MiB", "right"),
         ("declines", "right"),
     ):
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
@@ -605,6 +641,8 @@ def e2e_table(rows: Sequence[E2ERow]) -> Table:
                 _ms(row[f"{side}_ms"]),  # type: ignore[literal-required]
                 f"{row['ratio']:.2f}x" if rust else "",
                 *(_ms(split[phase]) for phase in (*PHASES, OTHER)),
+                _ms(row[f"{side}_first_ms"]),  # type: ignore[literal-required]
+                _mib(row[f"{side}_rss_mib"]),  # type: ignore[literal-required]
                 (f"[bold yellow]{row['declines']:,}[/]" if row["declines"] else "0")
                 if rust
                 else "",

@@ -68,6 +68,10 @@ class TurnResult(NamedTuple):
     declines: dict[str, int]
     #: The model's requests, as `snapshot_request` makes them.
     requests: list[str]
+    #: KiB the process's resident set rose above its size at the turn's
+    #: start, at its highest during the turn (`PeakRss`); None where the
+    #: kernel gives no resettable peak.
+    rss_kib: int | None = None
 
 
 def switch(mode: str | None) -> None:
@@ -105,6 +109,47 @@ def collector(mode: str) -> Iterator[None]:
             gc.disable()
 
 
+class PeakRss:
+    """The highest resident set size of this process during a span, above
+    its size at the span's start: Linux's peak (`VmHWM` of
+    /proc/self/status) reset at the start by writing 5 to
+    /proc/self/clear_refs. Where either is missing (not Linux) `kib` is
+    None."""
+
+    _STATUS = "/proc/self/status"
+
+    def __init__(self) -> None:
+        self.kib: int | None = None
+        self._start: int | None = None
+
+    @classmethod
+    def _read(cls) -> dict[str, int]:
+        found: dict[str, int] = {}
+        with open(cls._STATUS) as status:
+            for line in status:
+                name, _, value = line.partition(":")
+                if name in ("VmRSS", "VmHWM"):
+                    found[name] = int(value.split()[0])
+        return found
+
+    def __enter__(self) -> PeakRss:
+        try:
+            with open("/proc/self/clear_refs", "w") as clear:
+                clear.write("5")
+            self._start = self._read()["VmRSS"]
+        except (OSError, KeyError, ValueError):
+            self._start = None
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._start is None:
+            return
+        try:
+            self.kib = max(0, self._read()["VmHWM"] - self._start)
+        except (OSError, KeyError, ValueError):
+            self.kib = None
+
+
 class Side:
     """One side's service, Runner and model, in this process."""
 
@@ -124,7 +169,7 @@ class Side:
         self.llm.play(turn)
         self.llm.take_requests()
         _native.decline_counts(reset=True)
-        with collector(self.gc_mode):
+        with collector(self.gc_mode), PeakRss() as rss:
             undo = instrument(self.split, self.service)
             try:
                 self.split.take()  # a collection since `instrument` is not the turn's
@@ -139,7 +184,7 @@ class Side:
             raise RuntimeError(f"the phases ({phases}) add up to more than the turn ({wall} s)")
         declines = {} if self.mode is None else {r: n for r, n in declined.items() if n}
         requests = [snapshot_request(request) for request in self.llm.take_requests()]
-        return TurnResult(wall, phases, declines, requests)
+        return TurnResult(wall, phases, declines, requests, rss.kib)
 
     async def stored(self) -> tuple[int, int]:
         """Events in the stored session, and compaction events among them."""
