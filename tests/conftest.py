@@ -36,6 +36,7 @@ import adk_fastcompact
 import pytest
 from adk_fastcompact import _families, _native
 from hypothesis import HealthCheck, settings
+from pydantic import BaseModel
 
 from support import postgres
 from support.compare import NATIVE_OPS, PROFILE
@@ -201,6 +202,22 @@ def _read_ahead(lists: list[list[Any]], again: Callable[[], Any] | None = None) 
     thread.join()
 
 
+def _copies(events: list[Any]) -> list[Any]:
+    """New objects of the same events, as a new invocation meets them: the
+    copies an installed `InMemorySessionService.get_session` makes (the
+    native copier of `deep_copy_model`, 3-4x faster here than
+    `copy.deepcopy` of pydantic's models, whose copies it equals:
+    tests/turn/test_session_copy.py), `copy.deepcopy` for what is not a
+    model."""
+    memo: dict[int, Any] = {}
+    return [
+        _native.deep_copy_model(event, memo)
+        if isinstance(event, BaseModel)
+        else copy.deepcopy(event, memo)
+        for event in events
+    ]
+
+
 @pytest.fixture(params=INDEX_MODES)
 def index_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """Runs the test with the per-session index in one of `INDEX_MODES`."""
@@ -226,7 +243,7 @@ def index_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) 
             _read_ahead(lists, again)
         elif mode == "copies":
             try:
-                copies = [copy.deepcopy(events) for events in lists]
+                copies = [_copies(events) for events in lists]
             except Exception:  # an object deepcopy cannot take: no read-ahead
                 return
             _read_ahead(copies)
@@ -250,6 +267,12 @@ def index_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) 
 
 _SAMPLED_MODES = ("warm", "copies", "invalidated")
 _SAMPLE_EVERY = 4
+#: Every how many seeded blocks run in the other modes (off, cold): all of
+#: them, but where `ADK_FASTCOMPACT_SEEDED_EVERY` says otherwise (the
+#: family runs of CI, tests/families/run.py, run every fourth: their
+#: releases' decisions are checked on five blocks of seeded sessions, the
+#: hypothesis tests and a Runner conversation, while 2.13 runs all twenty).
+_SEEDED_EVERY = max(1, int(os.environ.get("ADK_FASTCOMPACT_SEEDED_EVERY", "1")))
 
 
 #: The tests that take longest (`--durations`, google-adk 2.13.0): each a
@@ -281,8 +304,9 @@ def _slowest_first(item: pytest.Item) -> int:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Seeded blocks run in full with the index off and cold; in the other
-    index modes every fourth block runs (the hypothesis tests run in all).
+    """Seeded blocks run in full with the index off and cold (every
+    `_SEEDED_EVERY`th); in the other index modes every fourth block runs
+    (the hypothesis tests run in all).
     `adk_2_13` tests are skipped on other families. Under `--dist
     loadgroup`, `SLOWEST` go first (else every test keeps its place)."""
     keep, drop = [], []
@@ -291,9 +315,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if needs_2_13 is not None and PROFILE.name != _families.EXACT_PROFILE:
             item.add_marker(_skip_without_2_13(*needs_2_13.args))
         params = getattr(getattr(item, "callspec", None), "params", {})
-        sampled = params.get("index_mode") in _SAMPLED_MODES
+        every = _SAMPLE_EVERY if params.get("index_mode") in _SAMPLED_MODES else _SEEDED_EVERY
         block = params.get("block")
-        if sampled and isinstance(block, int) and block % _SAMPLE_EVERY:
+        if isinstance(block, int) and block % every:
             drop.append(item)
         else:
             keep.append(item)

@@ -19,7 +19,7 @@ the runner yielded and the stored session at the end must be equal, and so
 must the sequence of compaction triggers.
 
 It runs on both session services google-adk ships in-process:
-`InMemorySessionService` (200 user messages) and `SqliteSessionService` on a
+`InMemorySessionService` (140 user messages) and `SqliteSessionService` on a
 `tmp_path` file (100, a cheaper and a cold-load path: every turn reloads the
 events), under three configs: sliding window, token threshold, and both.
 `tests/e2e/test_postgres.py` runs the same (`run_both`) on `DatabaseSessionService`

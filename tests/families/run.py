@@ -70,9 +70,10 @@ QUICK = (
     "not cold and not copies and not invalidated",
 )
 
-# What CI runs per profile: the differential suite with no index and few
-# examples, one end-to-end conversation (both triggers, on the SQLite
-# service: 100 turns, each reloading the session), install().
+# What CI runs per profile: the differential suite with no index, few
+# examples and every fourth block of seeded sessions, one end-to-end
+# conversation (both triggers, on the SQLite service: 100 turns, each
+# reloading the session), install().
 CI = (
     "tests/parity/test_differential.py",
     "tests/e2e/test_runner_e2e.py",
@@ -188,6 +189,9 @@ def parity(
     python: pathlib.Path, release: str, quick: bool, log: list[str], ci: bool = False
 ) -> bool:
     env = {**os.environ, "HYPOTHESIS_PROFILE": "quick" if quick or ci else "ci"}
+    if ci:
+        # Every fourth block of seeded sessions (conftest._SEEDED_EVERY).
+        env["ADK_FASTCOMPACT_SEEDED_EVERY"] = "4"
     args = [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider"]
     if not ci:
         # Test by test, the files of conftest.WHOLE_FILES whole.

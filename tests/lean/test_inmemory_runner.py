@@ -42,7 +42,7 @@ from support.lean_runs import (
 )
 from support.runner_harness import stepped_clock
 
-#: User messages of the seeded conversation (200 in tests/e2e; fewer here,
+#: User messages of the seeded conversation (140 in tests/e2e; fewer here,
 #: each comparison runs it three times).
 TURNS = 100
 

@@ -75,7 +75,7 @@ CONFIGS: dict[str, dict[str, int]] = {
 
 #: Conversation length per session service: user messages sent through
 #: `Runner.run_async` (the rewinds the driver makes on the way come on top).
-TURNS = {"memory": 200, "sqlite": 100, "postgres": 100}
+TURNS = {"memory": 140, "sqlite": 100, "postgres": 100}
 
 
 #: How often the driver asks for each action on a text turn.
