@@ -10,17 +10,19 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 export VIRTUAL_ENV="$PWD/.venv"
+# Python writes the bytecode of what it imports (into __pycache__, which
+# git ignores) here, even where the environment says PYTHONDONTWRITEBYTECODE
+# (as sandboxes and CI images do): uv installs no bytecode, so every
+# interpreter the tests start (pytest's workers, the bench's side
+# processes, fresh interpreters, the other releases' venvs) would compile
+# google-adk, google-genai and pydantic from source again (2.3 s per
+# `import google.adk.runners` compiled, 4.8 s from source).
+unset PYTHONDONTWRITEBYTECODE
 export PATH="$VIRTUAL_ENV/bin:$PATH"
 echo "== installing pinned requirements (tests/requirements.txt) (at ${SECONDS} s)"
 # uv (pinned there too) installs them: a few seconds where pip takes a minute.
 python -m pip install -q --disable-pip-version-check "$(grep '^uv==' tests/requirements.txt)"
-# --compile-bytecode: the modules' bytecode written once, here. Where the
-# environment says PYTHONDONTWRITEBYTECODE (as sandboxes and CI images do),
-# nothing else writes it, and every interpreter the tests start (pytest's
-# workers, the bench's side processes, fresh interpreters, subprocesses)
-# would compile google-adk, google-genai and pydantic from source again:
-# 2.3 s per `import google.adk.runners` with it, 4.8 s without.
-uv pip install -q --compile-bytecode --python "$VIRTUAL_ENV/bin/python" -r tests/requirements.txt
+uv pip install -q --python "$VIRTUAL_ENV/bin/python" -r tests/requirements.txt
 echo "== building adk_fastcompact._native (release; minutes on a first build) (at ${SECONDS} s)"
 # uv installs the package's dependencies (all there already, from the line
 # above). maturin's own lines and the installer's are kept in a log printed

@@ -21,7 +21,7 @@ from adk_fastcompact._patch import replacement
 from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
-from support.compare import adk_module, assert_same_error, call, deep_equal
+from support.compare import adk_module, assert_same_error, call, deep_equal, examples
 from support.strategies import AGENTS, BRANCHES, SCOPES, describe, random_session, sessions
 
 pytestmark = pytest.mark.usefixtures("index_mode")
@@ -35,7 +35,7 @@ _contents = adk_module(
 SCOPED = "isolation_scope" in inspect.signature(_contents._get_contents).parameters
 
 SEEDED_SESSIONS = 300
-HYPOTHESIS_EXAMPLES = 100
+HYPOTHESIS_EXAMPLES = examples(100)
 
 Params = dict[str, Any]
 

@@ -34,6 +34,7 @@ from support.compare import (
     assert_same_events,
     assert_same_ranges,
     call,
+    examples,
     needs,
 )
 from support.strategies import (
@@ -50,7 +51,7 @@ pytestmark = pytest.mark.usefixtures("index_mode")
 
 SEEDED_BLOCKS = 20
 SESSIONS_PER_BLOCK = 100
-HYPOTHESIS_EXAMPLES = 200
+HYPOTHESIS_EXAMPLES = examples(200)
 AGENT_NAMES = ("", "root", "helper")
 
 

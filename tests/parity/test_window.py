@@ -60,7 +60,7 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from support.compare import PROFILE, adk_module, config_fields, deep_equal, scope_kwargs
+from support.compare import PROFILE, adk_module, config_fields, deep_equal, examples, scope_kwargs
 from support.strategies import DrawChooser, RandomChooser, describe, random_session
 from support.window_sessions import Case, Plan, build_case, draw_plan
 
@@ -89,7 +89,7 @@ REPLAY_BLOCKS = 4
 REPLAYS_PER_BLOCK = 30
 CHAOTIC_BLOCKS = 4
 CHAOTIC_PER_BLOCK = 50
-HYPOTHESIS_EXAMPLES = 120
+HYPOTHESIS_EXAMPLES = examples(120)
 
 #: Stats of every test_seeded_cases block, for test_seeded_cases_reach_rare_paths.
 TOTALS: dict[str, Counter[str]] = defaultdict(Counter)  # by index mode

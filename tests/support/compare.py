@@ -266,3 +266,17 @@ def assert_equal_but_id(ours: Event, orig: Event, *, shared: bool = True) -> Non
     # A version-4 UUID written as uuid.uuid4() writes it.
     assert type(ours.id) is str and str(uuid.UUID(ours.id)) == ours.id
     assert uuid.UUID(ours.id).version == 4 and uuid.UUID(ours.id).variant == uuid.RFC_4122
+
+
+def examples(wanted: int) -> int:
+    """Examples for a hypothesis test that sets its own count: `wanted`, or
+    the `quick` profile's where HYPOTHESIS_PROFILE loads it (the family
+    runs, tests/families/run.py), which an explicit `max_examples` would
+    otherwise override."""
+    import os
+
+    from hypothesis import settings
+
+    if os.environ.get("HYPOTHESIS_PROFILE") == "quick":
+        return int(settings.get_profile("quick").max_examples)
+    return wanted

@@ -39,8 +39,8 @@ import shutil
 import sqlite3
 import tempfile
 import uuid
-from collections.abc import Sequence
-from contextlib import closing
+from collections.abc import Iterator, Sequence
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
@@ -49,6 +49,7 @@ from google.adk.sessions.base_session_service import BaseSessionService
 from google.adk.sessions.in_memory_session_service import InMemorySessionService
 from google.adk.sessions.sqlite_session_service import SqliteSessionService
 
+from .. import _native, _patch
 from .bench_options import POSTGRES_ENV, SERVICES
 from .e2e_app import APP_NAME, SESSION_ID, USER_ID
 
@@ -76,6 +77,25 @@ def unavailable(kind: str) -> str | None:
         if importlib.util.find_spec(module) is None:
             return f"{LABELS[kind]} needs {module}, which is not installed: {install}"
     return None
+
+
+@contextmanager
+def _appending(kind: str) -> Iterator[None]:
+    """While a store of `kind` receives the grown session's events:
+    `InMemorySessionService.append_event` with `install()` active (its
+    re-delivery test compares the new event with every stored event of its
+    id, a scan of the session per append: 100,000 events would take an
+    hour; installed, the same test reads only the new events' ids, with the
+    same outcome), the others as they are."""
+    if kind != "memory" or _patch.installed() is not None:
+        yield
+        return
+    _patch.install("parity", strict=True)
+    try:
+        yield
+    finally:
+        _patch.uninstall()
+        _native.index_clear()
 
 
 class Copy(NamedTuple):
@@ -187,8 +207,9 @@ class Store:
                 )
                 assert found is not None
                 session = found
-            for event in events[self.stored :]:
-                await service.append_event(session, event.model_copy(deep=True))
+            with _appending(self.kind):
+                for event in events[self.stored :]:
+                    await service.append_event(session, event.model_copy(deep=True))
             self.stored = len(events)
         finally:
             if self.kind != "memory":
