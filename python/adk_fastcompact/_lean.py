@@ -299,24 +299,36 @@ def _run_live(original: Callable[..., Any]) -> Callable[..., Any]:
 
 def hook(mode: str) -> Callable[[], None]:
     """Wraps `Runner.run_async`, `Runner.run_live` (in exact mode around
-    `_underway`'s wrappers) and `InMemorySessionService.get_session` where
-    they take google-adk 2.13's parameters, under the replaced methods'
-    names; returns what undoes it. Where a method takes other parameters it
-    is left as it is (logged), and a lean run of it loads whole."""
+    `_underway`'s wrappers), `InMemorySessionService.get_session` and
+    `SqliteSessionService.get_session` where they take google-adk 2.13's
+    parameters, under the replaced methods' names; returns what undoes it.
+    (`DatabaseSessionService` is `_patch._hook_database`'s.)"""
     from google.adk.runners import Runner
     from google.adk.sessions.in_memory_session_service import InMemorySessionService
 
-    from ._lean_sql import targets as sql_targets
-    from ._patch import carry_names, hooked_as, same_parameters
+    from ._lean_sql import sqlite_targets
 
     del mode  # exact mode's runs are counted as whole loads by `for_run`
-    targets: list[tuple[Any, str, Callable[[Callable[..., Any]], Callable[..., Any]]]] = [
-        (InMemorySessionService, "get_session", _in_memory_get_session),
-        (Runner, "run_async", _run_async),
-        (Runner, "run_live", _run_live),
-    ]
+    return hook_methods(
+        [
+            (InMemorySessionService, "get_session", _in_memory_get_session),
+            (Runner, "run_async", _run_async),
+            (Runner, "run_live", _run_live),
+            *sqlite_targets(),
+        ]
+    )
+
+
+def hook_methods(
+    targets: list[tuple[Any, str, Callable[[Callable[..., Any]], Callable[..., Any]]]],
+) -> Callable[[], None]:
+    """Sets `wrap(original)` as each `(owner, name, wrap)`'s method where it
+    takes the original's parameters (else leaves it, logged: a lean run of
+    it loads whole), under its names; returns what undoes it."""
+    from ._patch import carry_names, hooked_as, same_parameters
+
     done: list[tuple[Any, str, Any, Any]] = []
-    for owner, name, wrap in (*targets, *sql_targets()):
+    for owner, name, wrap in targets:
         original = owner.__dict__.get(name)
         if original is None:
             continue

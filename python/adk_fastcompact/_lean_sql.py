@@ -518,25 +518,22 @@ def _database_unhooked(original: Callable[..., Any]) -> Callable[..., Any]:
     return get_session
 
 
-def targets() -> list[tuple[Any, str, Callable[[Callable[..., Any]], Callable[..., Any]]]]:
-    """`(owner, name, wrap)` of the SQL services' `get_session`s that load
-    lean, for `_lean.hook` (those importable)."""
-    found: list[tuple[Any, str, Callable[[Callable[..., Any]], Callable[..., Any]]]] = []
+Target = tuple[Any, str, Callable[[Callable[..., Any]], Callable[..., Any]]]
+
+
+def sqlite_targets() -> list[Target]:
+    """`(owner, name, wrap)` of `SqliteSessionService.get_session`, which
+    loads lean, for `_lean.hook_methods` (none where it is not importable)."""
     try:
         from google.adk.sessions.sqlite_session_service import SqliteSessionService
     except ImportError:  # its driver (aiosqlite) is not installed
-        pass
-    else:
-        found.append((SqliteSessionService, "get_session", _sqlite_get_session))
-    from . import _loading
+        return []
+    return [(SqliteSessionService, "get_session", _sqlite_get_session)]
 
-    try:
-        from google.adk.sessions.database_session_service import DatabaseSessionService
-    except ImportError:  # google-adk's "db" extra is not installed
-        pass
-    else:
-        # `_loading`'s hook of its load runs the lean one
-        # (`database_get_session`); without it, only the count.
-        if _loading.listener is None:
-            found.append((DatabaseSessionService, "get_session", _database_unhooked))
-    return found
+
+def database_targets() -> list[Target]:
+    """`DatabaseSessionService.get_session` where `_loading` left it as it
+    is (its lean runs then load whole, counted)."""
+    from google.adk.sessions.database_session_service import DatabaseSessionService
+
+    return [(DatabaseSessionService, "get_session", _database_unhooked)]

@@ -448,15 +448,34 @@ def _hook_session_copies() -> None:
     _undo.append(undo)
 
 
+#: The module of `DatabaseSessionService`, which imports SQLAlchemy.
+DATABASE_MODULE = "google.adk.sessions.database_session_service"
+
+
 def _hook_session_loads() -> None:
     """Lets the SQL session services answer rows they decoded before from
-    the row memo (`_loading`)."""
-    from . import _loading
+    the row memo (`_loading`). `DatabaseSessionService` is hooked once its
+    module is imported (`_imports.after_import`: now, where the app imported
+    it, else when it does), so that an app that never uses it does not
+    carry SQLAlchemy's objects through every full collection."""
+    from . import _imports, _loading
 
-    for hook in (_loading.hook_sqlite, _loading.hook_database):
-        undo = hook()
-        if undo is not None:
-            _undo.append(undo)
+    undo = _loading.hook_sqlite()
+    if undo is not None:
+        _undo.append(undo)
+    _undo.append(_imports.after_import(DATABASE_MODULE, _hook_database))
+
+
+def _hook_database(_module: Any) -> None:
+    """`DatabaseSessionService`'s hooks: the row memo's and the lean load's
+    (`_loading.hook_database`), or where its code is not the shape that
+    hooks, the lean load's count of whole loads (`_lean_sql`)."""
+    from . import _lean, _lean_sql, _loading
+
+    undo = _loading.hook_database()
+    if undo is None:
+        undo = _lean.hook_methods(_lean_sql.database_targets())
+    _undo.append(undo)
 
 
 def _hook_scans() -> None:

@@ -10,6 +10,7 @@ import sys
 import textwrap
 import types
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import adk_fastcompact as fc
@@ -332,6 +333,81 @@ def test_every_adk_module_in_a_fresh_interpreter() -> None:
         text=True,
         timeout=240,
         check=False,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert done.stdout.startswith("ok")
+
+
+def test_database_session_service_is_hooked_when_the_app_imports_it(tmp_path: Path) -> None:
+    """`install()` imports no SQLAlchemy where the app has not imported
+    `DatabaseSessionService` (some 50,000 objects every full collection
+    would walk): its hooks wait for the import, then its loads go through
+    the row memo as when it was imported first; `uninstall()` restores it
+    and cancels a hook still waiting."""
+    script = textwrap.dedent(
+        """
+        import asyncio, sys, warnings
+        warnings.simplefilter("ignore")
+        import google.adk.runners
+        import adk_fastcompact as fc
+        from adk_fastcompact import _native
+
+        assert fc.install() is True
+        assert "sqlalchemy" not in sys.modules
+        from google.adk.sessions import DatabaseSessionService
+        from google.adk.events.event import Event
+
+        hooked = DatabaseSessionService.get_session
+        assert getattr(hooked, "__wrapped__", None) is not None
+        assert hooked.__qualname__ == "DatabaseSessionService.get_session"
+
+        async def load():
+            service = DatabaseSessionService(f"sqlite+aiosqlite:///{sys.argv[1]}")
+            session = await service.create_session(app_name="a", user_id="u", session_id="s")
+            await service.append_event(
+                session, Event(id="e1", invocation_id="i1", author="user", timestamp=1.0)
+            )
+            got = await service.get_session(app_name="a", user_id="u", session_id="s")
+            await service.close()
+            return len(got.events)
+
+        assert asyncio.run(load()) == 1
+        assert _native.index_stats()["rows_decoded_first"] == 1
+        fc.uninstall()
+        assert not hasattr(DatabaseSessionService.get_session, "__wrapped__")
+        print("ok")
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "db.sqlite")],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert done.stdout.startswith("ok")
+
+
+def test_a_hook_still_waiting_is_cancelled_by_uninstall() -> None:
+    """Installed and uninstalled before the app imports
+    `DatabaseSessionService`: its import hooks nothing."""
+    script = textwrap.dedent(
+        """
+        import sys, warnings
+        warnings.simplefilter("ignore")
+        import adk_fastcompact as fc
+
+        assert fc.install() is True
+        fc.uninstall()
+        from google.adk.sessions.database_session_service import DatabaseSessionService
+        assert not hasattr(DatabaseSessionService.get_session, "__wrapped__")
+        assert not [f for f in sys.meta_path if type(f).__module__ == "adk_fastcompact._imports"]
+        print("ok")
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=240, check=False
     )
     assert done.returncode == 0, done.stderr[-4000:]
     assert done.stdout.startswith("ok")
