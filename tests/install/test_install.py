@@ -465,7 +465,7 @@ def test_the_bench_runs_on_the_installed_family() -> None:
     (It raised UnsupportedAdkVersionError on every other family.)"""
     from adk_fastcompact._tooling import bench as _bench
 
-    report = _bench.run_bench(sizes=[300], repeat=1, turns=[50])
+    report = _bench.run_bench(sizes=[120], repeat=1, turns=[12])
     ops = {row["op"] for row in report.rows}
     assert {"process_compaction_events", "sliding_window", "token_threshold"} <= ops
     assert "turn_overhead" in ops
