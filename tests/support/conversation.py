@@ -8,6 +8,7 @@ the same conversation on `DatabaseSessionService`.
 
 from __future__ import annotations
 
+import os
 import random
 from collections import Counter
 from collections.abc import Iterator
@@ -76,6 +77,12 @@ CONFIGS: dict[str, dict[str, int]] = {
 #: Conversation length per session service: user messages sent through
 #: `Runner.run_async` (the rewinds the driver makes on the way come on top).
 TURNS = {"memory": 140, "sqlite": 100, "postgres": 100}
+#: The family runs of CI (tests/families/run.py) run the SQLite conversation
+#: of "both" on every release they check, shorter
+#: (`ADK_FASTCOMPACT_CONVERSATION_TURNS`); its non-vacuity checks hold there
+#: too.
+if os.environ.get("ADK_FASTCOMPACT_CONVERSATION_TURNS"):
+    TURNS = dict.fromkeys(TURNS, int(os.environ["ADK_FASTCOMPACT_CONVERSATION_TURNS"]))
 
 
 #: How often the driver asks for each action on a text turn.
