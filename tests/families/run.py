@@ -196,7 +196,7 @@ def parity(
         # the fewest at which its non-vacuity checks hold on every release
         # CI checks (at 50 the token threshold fires twice, under the 3 it
         # asks for).
-        env["ADK_FASTCOMPACT_CONVERSATION_TURNS"] = "70"
+        env["ADK_FASTCOMPACT_SQLITE_TURNS"] = "70"
     args = [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider"]
     if not ci:
         # Test by test, the files of conftest.WHOLE_FILES whole.

@@ -76,13 +76,11 @@ CONFIGS: dict[str, dict[str, int]] = {
 
 #: Conversation length per session service: user messages sent through
 #: `Runner.run_async` (the rewinds the driver makes on the way come on top).
-TURNS = {"memory": 140, "sqlite": 100, "postgres": 100}
-#: The family runs of CI (tests/families/run.py) run the SQLite conversation
-#: of "both" on every release they check, shorter
-#: (`ADK_FASTCOMPACT_CONVERSATION_TURNS`); its non-vacuity checks hold there
-#: too.
-if os.environ.get("ADK_FASTCOMPACT_CONVERSATION_TURNS"):
-    TURNS = dict.fromkeys(TURNS, int(os.environ["ADK_FASTCOMPACT_CONVERSATION_TURNS"]))
+#: PostgreSQL runs SQLite's conversation. The family runs of CI
+#: (tests/families/run.py) run it shorter on every release they check
+#: (`ADK_FASTCOMPACT_SQLITE_TURNS`); its non-vacuity checks hold there too.
+_SQLITE_TURNS = int(os.environ.get("ADK_FASTCOMPACT_SQLITE_TURNS", "100"))
+TURNS = {"memory": 140, "sqlite": _SQLITE_TURNS, "postgres": _SQLITE_TURNS}
 
 
 #: How often the driver asks for each action on a text turn.
